@@ -1,0 +1,172 @@
+"""The canonical Kimi-K2.5 special-token table, with lookups both ways.
+
+The table is written out here, independent of any tokenizer file, so that it can be used to check
+tokenizers (see :mod:`kimi_recon.audit`). It was taken from Moonshot's official K2.5
+``tokenizer_config.json`` and is tested against ids decoded by Moonshot's official tokenizer code.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from .errors import UnknownSpecialTokenError
+
+#: Ids 0..163583 are BPE ranks; the 256 ids from here on are special-token slots.
+NUM_BASE_TOKENS = 163_584
+NUM_SPECIAL_SLOTS = 256
+
+
+@dataclass(frozen=True)
+class SpecialToken:
+    """One special-token slot.
+
+    ``special`` mirrors the tokenizer config's flag (the tool-call markers and ``<think>``/``</think>``
+    are not marked special, so ``skip_special_tokens`` keeps them). ``name`` is a readable constant-style
+    name for the common tokens, None for reserved slots.
+    """
+
+    text: str
+    id: int
+    special: bool
+    role: str
+    name: str | None = None
+
+
+# (id, text, special, role, readable name)
+_K25_NAMED: tuple[tuple[int, str, bool, str, str], ...] = (
+    (163584, "[BOS]", True, "bos", "BOS"),
+    (163585, "[EOS]", True, "eos", "EOS"),
+    (163586, "<|im_end|>", True, "message", "IM_END"),
+    (163587, "<|im_user|>", True, "message", "IM_USER"),
+    (163588, "<|im_assistant|>", True, "message", "IM_ASSISTANT"),
+    (163590, "<|start_header_id|>", True, "header", "START_HEADER"),
+    (163591, "<|end_header_id|>", True, "header", "END_HEADER"),
+    (163593, "[EOT]", True, "eot", "EOT"),
+    (163594, "<|im_system|>", True, "message", "IM_SYSTEM"),
+    (163595, "<|tool_calls_section_begin|>", False, "tool_call", "TOOL_CALLS_SECTION_BEGIN"),
+    (163596, "<|tool_calls_section_end|>", False, "tool_call", "TOOL_CALLS_SECTION_END"),
+    (163597, "<|tool_call_begin|>", False, "tool_call", "TOOL_CALL_BEGIN"),
+    (163598, "<|tool_call_argument_begin|>", False, "tool_call", "TOOL_CALL_ARGUMENT_BEGIN"),
+    (163599, "<|tool_call_end|>", False, "tool_call", "TOOL_CALL_END"),
+    (163601, "<|im_middle|>", True, "message", "IM_MIDDLE"),
+    (163602, "<|media_begin|>", True, "media", "MEDIA_BEGIN"),
+    (163603, "<|media_content|>", True, "media", "MEDIA_CONTENT"),
+    (163604, "<|media_end|>", True, "media", "MEDIA_END"),
+    (163605, "<|media_pad|>", True, "media", "MEDIA_PAD"),
+    (163606, "<think>", False, "thinking", "THINK"),
+    (163607, "</think>", False, "thinking", "THINK_END"),
+    (163838, "[UNK]", True, "unk", "UNK"),
+    (163839, "[PAD]", True, "pad", "PAD"),
+)
+
+
+def reserved_token_text(token_id: int) -> str:
+    """The text of an unnamed special slot, as the official tokenizer names it."""
+    return f"<|reserved_token_{token_id}|>"
+
+
+class SpecialTokenRegistry:
+    """An immutable table of special tokens with lookups by text, id and readable name.
+
+    >>> SPECIAL_TOKENS.id("<|im_end|>")
+    163586
+    >>> SPECIAL_TOKENS.text(163607)
+    '</think>'
+    """
+
+    def __init__(self, tokens: Iterable[SpecialToken]) -> None:
+        self._tokens = tuple(sorted(tokens, key=lambda t: t.id))
+        # Later entries win on a clash; the audit reports clashes instead of the lookups hiding them.
+        self._by_text = {t.text: t for t in self._tokens}
+        self._by_id = {t.id: t for t in self._tokens}
+        self._by_name = {t.name: t for t in self._tokens if t.name}
+
+    @classmethod
+    def kimi_k25(cls) -> SpecialTokenRegistry:
+        """The canonical Kimi-K2.5 table: 23 named tokens and 233 reserved slots, ids 163584..163839."""
+        named = {tid: SpecialToken(text, tid, special, role, name) for tid, text, special, role, name in _K25_NAMED}
+        slots = range(NUM_BASE_TOKENS, NUM_BASE_TOKENS + NUM_SPECIAL_SLOTS)
+        return cls(named.get(i) or SpecialToken(reserved_token_text(i), i, True, "reserved") for i in slots)
+
+    @property
+    def tokens(self) -> tuple[SpecialToken, ...]:
+        return self._tokens
+
+    def __iter__(self) -> Iterator[SpecialToken]:
+        return iter(self._tokens)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_text or key in self._by_id or key in self._by_name
+
+    def __repr__(self) -> str:
+        return f"SpecialTokenRegistry({len(self._tokens)} tokens)"
+
+    def entry(self, key: str | int) -> SpecialToken:
+        """The entry for a token text (``"<|im_end|>"``), a readable name (``"IM_END"``) or an id."""
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise TypeError(f"special-token key must be a str or an int, got {type(key).__name__}")
+        if isinstance(key, int):
+            found = self._by_id.get(key)
+            if found is None:
+                raise UnknownSpecialTokenError(f"{key} is not a special-token id{self._id_hint(key)}")
+            return found
+        found = self._by_text.get(key) or self._by_name.get(key)
+        if found is None:
+            raise UnknownSpecialTokenError(f"{key!r} is not a known special token{self._text_hint(key)}")
+        return found
+
+    def id(self, text: str) -> int:
+        """The id of a special-token text or readable name."""
+        if not isinstance(text, str):
+            raise TypeError(f"special-token text must be a str, got {type(text).__name__}")
+        return self.entry(text).id
+
+    def text(self, token_id: int) -> str:
+        """The text of a special-token id."""
+        if isinstance(token_id, bool) or not isinstance(token_id, int):
+            raise TypeError(f"special-token id must be an int, got {type(token_id).__name__}")
+        return self.entry(token_id).text
+
+    def get(self, key: str | int) -> SpecialToken | None:
+        """Like :meth:`entry`, but None when the key is unknown."""
+        try:
+            return self.entry(key)
+        except UnknownSpecialTokenError:
+            return None
+
+    def texts(self) -> dict[str, int]:
+        """Text -> id for every entry (the form tiktoken's ``special_tokens`` takes)."""
+        return {t.text: t.id for t in self._tokens}
+
+    def named(self) -> tuple[SpecialToken, ...]:
+        """The entries that are not reserved slots."""
+        return tuple(t for t in self._tokens if t.role != "reserved")
+
+    def suggest(self, text: str) -> str | None:
+        """The closest known token text or name to ``text``, for near misses such as ``<|im_end|``."""
+        named = [t.text for t in self.named()] + list(self._by_name)
+        matches = difflib.get_close_matches(text, named, n=1, cutoff=0.6)
+        if not matches:
+            matches = difflib.get_close_matches(text, list(self._by_text), n=1, cutoff=0.8)
+        return matches[0] if matches else None
+
+    def _text_hint(self, text: str) -> str:
+        best = self.suggest(text)
+        if best is None:
+            return ""
+        token = self._by_text.get(best) or self._by_name[best]
+        return f"; did you mean {token.text!r} (id {token.id})?"
+
+    def _id_hint(self, token_id: int) -> str:
+        if not self._tokens:
+            return ""
+        return f"; special ids run from {self._tokens[0].id} to {self._tokens[-1].id}"
+
+
+#: The canonical Kimi-K2.5 special-token table (also K2-Thinking and K2.6).
+SPECIAL_TOKENS = SpecialTokenRegistry.kimi_k25()

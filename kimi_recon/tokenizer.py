@@ -1,0 +1,387 @@
+"""The Kimi tokenizer: Moonshot's tiktoken vocab, split regex, special tokens and chunking rule.
+
+``KimiTokenizer.encode`` reproduces the official ``TikTokenTokenizer.encode`` (tokenization_kimi.py):
+special-token text becomes the special id, and long inputs are cut exactly where the official code
+cuts them, because those cuts change the BPE result.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tiktoken
+
+from .errors import InvalidInputError, TokenizerLoadError
+from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TOKENS, SpecialTokenRegistry, reserved_token_text
+
+#: sha256 of every tiktoken.model known to be a Kimi vocab.
+KNOWN_VOCAB_SHA256: Mapping[str, str] = {
+    "b6c497a7469b33ced9c38afb1ad6e47f03f5e5dc05f15930799210ec050c5103": (
+        "Kimi tiktoken.model, 163,584 ranks (K2, K2-Instruct, K2-Thinking, K2.5, K2.6, Kimi-Linear, Moonlight)"
+    ),
+}
+
+#: The split regex of tokenization_kimi.py (fancy-regex syntax, ``&&`` is class intersection).
+KIMI_PAT_STR = "|".join(
+    [
+        r"""[\p{Han}]+""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+#: The official encode cuts its input every 400,000 characters ...
+MAX_ENCODE_CHARS = 400_000
+#: ... and cuts any run of whitespace or of non-whitespace characters (``str.isspace``) every 25,000.
+MAX_RUN_CHARS = 25_000
+
+# A run longer than MAX_RUN_CHARS. The lookbehinds anchor a match at the start of a run, so the
+# scan is linear: a position inside a run fails at once instead of rescanning the run. Python's
+# ``\s`` is ``str.isspace`` (tested over every code point).
+_LONG_RUN = re.compile(r"(?<!\s)\s{%d,}|(?<!\S)\S{%d,}" % (MAX_RUN_CHARS + 1, MAX_RUN_CHARS + 1))
+
+VOCAB_FILE = "tiktoken.model"
+CONFIG_FILE = "tokenizer_config.json"
+TEMPLATE_FILE = "chat_template.jinja"
+MODEL_CONFIG_FILE = "config.json"
+BUNDLED = "kimi-k2.5 (bundled)"
+
+
+@dataclass(frozen=True)
+class AddedToken:
+    """An entry of ``added_tokens_decoder`` in a tokenizer_config.json."""
+
+    id: int
+    text: str
+    special: bool
+
+
+def official_chunks(text: str) -> Iterator[str]:
+    """The pieces the official encode tokenizes separately, in order; they concatenate to ``text``."""
+    for start in range(0, len(text), MAX_ENCODE_CHARS):
+        piece = text[start : start + MAX_ENCODE_CHARS]
+        cut = 0
+        for run in _LONG_RUN.finditer(piece):
+            # The official loop cuts a long run at its 25,001st character, then every 25,000 after.
+            for pos in range(run.start() + MAX_RUN_CHARS, run.end(), MAX_RUN_CHARS):
+                yield piece[cut:pos]
+                cut = pos
+        yield piece[cut:]
+
+
+class KimiTokenizer:
+    """Encode and decode exactly as Moonshot's official Kimi tokenizer does."""
+
+    def __init__(
+        self,
+        encoding: tiktoken.Encoding,
+        *,
+        added_tokens: Mapping[int, AddedToken] | None = None,
+        chat_template: str | None = None,
+        model_config: Mapping[str, Any] | None = None,
+        source: str = "",
+        vocab_sha256: str | None = None,
+    ) -> None:
+        self._encoding = encoding
+        self.added_tokens: Mapping[int, AddedToken] = dict(added_tokens or {})
+        self.chat_template = chat_template
+        self.model_config: Mapping[str, Any] = dict(model_config or {})
+        self.source = source
+        self.vocab_sha256 = vocab_sha256
+        self._special = dict(encoding._special_tokens)
+        self._special_by_id = {v: k for k, v in self._special.items()}
+
+    def __repr__(self) -> str:
+        return f"KimiTokenizer(source={self.source!r}, vocab_size={self.vocab_size})"
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        # Workers of a process pool re-load from the source instead of pickling a 160k-entry table.
+        return (_reload, (self.source,))
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        """The underlying tiktoken encoding (Kimi ranks, split regex and special tokens)."""
+        return self._encoding
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids: 163,584 BPE ranks plus 256 special slots."""
+        return int(self._encoding.n_vocab)
+
+    @property
+    def num_base_tokens(self) -> int:
+        return self.vocab_size - len(self._special)
+
+    @property
+    def special_tokens(self) -> Mapping[str, int]:
+        """Special-token text -> id, as this tokenizer's table has it."""
+        return self._special
+
+    def special_token_text(self, token_id: int) -> str | None:
+        return self._special_by_id.get(token_id)
+
+    def encode(self, text: str, *, allow_special: bool = True) -> list[int]:
+        """Token ids of ``text``, as the official ``TikTokenTokenizer.encode(text)`` returns them.
+
+        With ``allow_special=False``, special-token text is encoded as ordinary text.
+        """
+        if not isinstance(text, str):
+            raise InvalidInputError(f"encode() takes a str, got {type(text).__name__}", field="text")
+        enc = self._encoding
+        if len(text) <= MAX_RUN_CHARS:  # no cut can fall inside a text this short
+            return enc.encode(text, allowed_special="all") if allow_special else enc.encode_ordinary(text)
+        ids: list[int] = []
+        for chunk in official_chunks(text):
+            ids += enc.encode(chunk, allowed_special="all") if allow_special else enc.encode_ordinary(chunk)
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids`` (invalid UTF-8 becomes U+FFFD, as in the official decode)."""
+        return self._encoding.decode(self._checked(ids))
+
+    def decode_bytes(self, ids: Sequence[int]) -> bytes:
+        """The raw bytes of ``ids``; special ids give their text's UTF-8."""
+        return self._encoding.decode_bytes(self._checked(ids))
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one id."""
+        return self._encoding.decode_single_token_bytes(self._checked([token_id])[0])
+
+    @functools.cached_property
+    def _id_by_bytes(self) -> dict[bytes, int]:
+        table = dict(self._encoding._mergeable_ranks)
+        table.update((text.encode("utf-8"), tid) for text, tid in self._special.items())
+        return table
+
+    def id_of_bytes(self, data: bytes) -> int | None:
+        """The id of the one token whose bytes are ``data`` (special tokens by their text), or None."""
+        return self._id_by_bytes.get(data)
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self._special_by_id
+
+    def _checked(self, ids: Sequence[int]) -> list[int]:
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise InvalidInputError(f"ids must be a sequence of int, got {type(ids).__name__}", field="ids")
+        ids = list(ids)
+        n = self.vocab_size
+        if ids and (min(ids) < 0 or max(ids) >= n):
+            bad = next(i for i in ids if not 0 <= i < n)
+            raise InvalidInputError(f"id {bad} is outside the vocabulary (0..{n - 1})", field="ids")
+        return ids
+
+
+def load_tokenizer(source: object = None, *, verify_hash: bool = True) -> KimiTokenizer:
+    """Load a Kimi tokenizer.
+
+    ``source`` may be None (the bundled K2.5 tokenizer), a path to a Kimi tokenizer directory as
+    Moonshot ships it, a Hugging Face tokenizer object (``AutoTokenizer.from_pretrained(...,
+    trust_remote_code=True)``), or a Hub repo id such as ``"moonshotai/Kimi-K2.5"`` (downloads only the
+    tokenizer files; needs the ``hf`` extra and a network).
+    """
+    if source is None:
+        return _load_bundled()
+    if isinstance(source, KimiTokenizer):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source).expanduser()
+        if path.is_dir():
+            return load_tokenizer_dir(path, verify_hash=verify_hash)
+        if path.exists():
+            raise TokenizerLoadError(f"{path} is a file; pass the tokenizer directory that holds {VOCAB_FILE}")
+        text = os.fspath(source)
+        if _looks_like_repo_id(text):
+            return load_tokenizer_dir(_download_from_hub(text), verify_hash=verify_hash)
+        raise TokenizerLoadError(f"no tokenizer directory at {path}")
+    return _load_hf_object(source, verify_hash=verify_hash)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_bundled() -> KimiTokenizer:
+    root = resources.files("kimi_recon") / "data" / "k2.5"
+    with resources.as_file(root) as path:
+        tok = load_tokenizer_dir(Path(path))
+    tok.source = BUNDLED
+    return tok
+
+
+def _reload(source: str) -> KimiTokenizer:
+    return load_tokenizer(None if source == BUNDLED else source)
+
+
+def load_tokenizer_dir(path: Path, *, verify_hash: bool = True) -> KimiTokenizer:
+    """Load a Kimi tokenizer directory (tiktoken.model, tokenizer_config.json, optional template and config)."""
+    vocab_path = path / VOCAB_FILE
+    config_path = path / CONFIG_FILE
+    for required in (vocab_path, config_path):
+        if not required.is_file():
+            raise TokenizerLoadError(f"{required} is missing (a Kimi tokenizer directory needs {VOCAB_FILE} and {CONFIG_FILE})")
+    data = vocab_path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if verify_hash and digest not in KNOWN_VOCAB_SHA256:
+        raise TokenizerLoadError(
+            f"{vocab_path} has sha256 {digest}, which is not a known Kimi vocab "
+            f"(known: {', '.join(KNOWN_VOCAB_SHA256)}); pass verify_hash=False to load it anyway"
+        )
+    ranks = parse_tiktoken_ranks(data, vocab_path)
+    config = _read_json(config_path)
+    added = parse_added_tokens(config, config_path)
+    check_added_tokens(added, len(ranks), config_path)
+    template = _read_template(path, config)
+    model_config = _read_json(path / MODEL_CONFIG_FILE) if (path / MODEL_CONFIG_FILE).is_file() else {}
+    encoding = build_encoding(ranks, added, name=f"kimi:{path.name}")
+    return KimiTokenizer(
+        encoding,
+        added_tokens=added,
+        chat_template=template,
+        model_config=model_config,
+        source=str(path),
+        vocab_sha256=digest,
+    )
+
+
+def parse_tiktoken_ranks(data: bytes, path: Path) -> dict[bytes, int]:
+    """``base64-token rank`` lines, as tiktoken writes them."""
+    ranks: dict[bytes, int] = {}
+    try:
+        for line in data.splitlines():
+            if line:
+                token, rank = line.split()
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
+    except (ValueError, binascii.Error) as err:
+        raise TokenizerLoadError(f"{path} is not a tiktoken rank file: {err}") from None
+    if sorted(ranks.values()) != list(range(len(ranks))):
+        raise TokenizerLoadError(f"{path}: ranks are not contiguous from 0")
+    return ranks
+
+
+def parse_added_tokens(config: Mapping[str, Any], path: Path) -> dict[int, AddedToken]:
+    raw = config.get("added_tokens_decoder", {})
+    if not isinstance(raw, Mapping):
+        raise TokenizerLoadError(f"{path}: 'added_tokens_decoder' must be an object")
+    added = {}
+    for key, entry in raw.items():
+        try:
+            tid = int(key)
+            content = entry["content"]
+            if not isinstance(content, str):
+                raise TypeError("content is not a string")
+            added[tid] = AddedToken(tid, content, bool(entry.get("special", True)))
+        except (ValueError, KeyError, TypeError) as err:
+            raise TokenizerLoadError(f"{path}: bad added token {key!r}: {err}") from None
+    return added
+
+
+def check_added_tokens(added: Mapping[int, AddedToken], num_base: int, path: Path, registry: SpecialTokenRegistry = SPECIAL_TOKENS) -> None:
+    """Refuse a config whose added tokens contradict the canonical table (same text, other id, or vice versa)."""
+    for tid, token in added.items():
+        if not num_base <= tid < num_base + NUM_SPECIAL_SLOTS:
+            raise TokenizerLoadError(f"{path}: added token {token.text!r} has id {tid}, outside the special slots")
+        by_id, by_text = registry.get(tid), registry.get(token.text)
+        if by_id is not None and by_id.role != "reserved" and by_id.text != token.text:
+            raise TokenizerLoadError(f"{path}: id {tid} is {token.text!r} here but {by_id.text!r} in the Kimi registry")
+        if by_text is not None and by_text.text == token.text and by_text.id != tid:
+            raise TokenizerLoadError(f"{path}: {token.text!r} has id {tid} here but {by_text.id} in the Kimi registry")
+
+
+def build_encoding(ranks: dict[bytes, int], added: Mapping[int, AddedToken], name: str) -> tiktoken.Encoding:
+    num_base = len(ranks)
+    specials = {}
+    for tid in range(num_base, num_base + NUM_SPECIAL_SLOTS):
+        token = added.get(tid)
+        specials[token.text if token else reserved_token_text(tid)] = tid
+    return tiktoken.Encoding(name=name, pat_str=KIMI_PAT_STR, mergeable_ranks=ranks, special_tokens=specials)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise TokenizerLoadError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise TokenizerLoadError(f"{path} must hold a JSON object")
+    return value
+
+
+def _read_template(path: Path, config: Mapping[str, Any]) -> str | None:
+    template_path = path / TEMPLATE_FILE
+    if template_path.is_file():
+        try:
+            return template_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise TokenizerLoadError(f"{template_path} cannot be read: {err}") from None
+    template = config.get("chat_template")
+    return template if isinstance(template, str) else None
+
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _looks_like_repo_id(text: str) -> bool:
+    return bool(_REPO_ID.match(text)) and not text.startswith((".", "/", "~"))
+
+
+def _download_from_hub(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise TokenizerLoadError(
+            f"loading {repo_id!r} from the Hugging Face Hub needs huggingface_hub: pip install 'kimi-recon[hf]'"
+        ) from None
+    patterns = [VOCAB_FILE, CONFIG_FILE, TEMPLATE_FILE, MODEL_CONFIG_FILE]
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns))
+    except Exception as err:  # the hub raises many types (offline, 404, auth); all mean "could not fetch"
+        raise TokenizerLoadError(
+            f"could not download the tokenizer files of {repo_id!r} from the Hugging Face Hub "
+            f"({type(err).__name__}: {err}); when offline, pass a local tokenizer directory or use the bundled default"
+        ) from None
+
+
+def _load_hf_object(obj: object, *, verify_hash: bool) -> KimiTokenizer:
+    """Wrap an official ``TikTokenTokenizer`` (HF remote code) by re-reading its own files."""
+    vocab_file = getattr(obj, "vocab_file", None)
+    if isinstance(vocab_file, (str, os.PathLike)) and Path(vocab_file).is_file():
+        tok = load_tokenizer_dir(Path(vocab_file).parent, verify_hash=verify_hash)
+        template = getattr(obj, "chat_template", None)
+        if isinstance(template, str):
+            tok.chat_template = template
+        return tok
+    model = getattr(obj, "model", None)
+    if isinstance(model, tiktoken.Encoding):
+        ranks = model._mergeable_ranks
+        digest = hashlib.sha256(b"".join(base64.b64encode(t) + b" " + str(r).encode() + b"\n" for t, r in sorted(ranks.items(), key=lambda kv: kv[1]))).hexdigest()
+        if verify_hash and digest not in KNOWN_VOCAB_SHA256:
+            raise TokenizerLoadError(f"the tokenizer object's vocab has sha256 {digest}, which is not a known Kimi vocab")
+        encoding = tiktoken.Encoding(
+            name=model.name, pat_str=model._pat_str, mergeable_ranks=ranks, special_tokens=dict(model._special_tokens)
+        )
+        if encoding._pat_str != KIMI_PAT_STR:
+            raise TokenizerLoadError("the tokenizer object's split regex is not Kimi's")
+        template = getattr(obj, "chat_template", None)
+        return KimiTokenizer(
+            encoding,
+            chat_template=template if isinstance(template, str) else None,
+            source=f"hf:{getattr(obj, 'name_or_path', type(obj).__name__)}",
+            vocab_sha256=digest,
+        )
+    raise TokenizerLoadError(
+        f"cannot use a {type(obj).__name__} as a Kimi tokenizer: expected None, a directory path, a Hub repo id, "
+        "or a Kimi TikTokenTokenizer (with a 'vocab_file' or a tiktoken 'model')"
+    )
