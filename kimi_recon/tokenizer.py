@@ -51,11 +51,6 @@ MAX_ENCODE_CHARS = 400_000
 #: ... and cuts any run of whitespace or of non-whitespace characters (``str.isspace``) every 25,000.
 MAX_RUN_CHARS = 25_000
 
-# A run longer than MAX_RUN_CHARS. The lookbehinds anchor a match at the start of a run, so the
-# scan is linear: a position inside a run fails at once instead of rescanning the run. Python's
-# ``\s`` is ``str.isspace`` (tested over every code point).
-_LONG_RUN = re.compile(r"(?<!\s)\s{%d,}|(?<!\S)\S{%d,}" % (MAX_RUN_CHARS + 1, MAX_RUN_CHARS + 1))
-
 VOCAB_FILE = "tiktoken.model"
 CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
@@ -72,14 +67,23 @@ class AddedToken:
     special: bool
 
 
-def official_chunks(text: str) -> Iterator[str]:
+@functools.lru_cache(maxsize=4)
+def _long_run(max_run: int) -> re.Pattern[str]:
+    # A run longer than max_run. The lookbehinds anchor a match at the start of a run, so the scan is
+    # linear: a position inside a run fails at once instead of rescanning the run. Python's ``\s`` is
+    # ``str.isspace`` (tested over every code point).
+    return re.compile(r"(?<!\s)\s{%d,}|(?<!\S)\S{%d,}" % (max_run + 1, max_run + 1))
+
+
+def official_chunks(text: str, max_chars: int = MAX_ENCODE_CHARS, max_run: int = MAX_RUN_CHARS) -> Iterator[str]:
     """The pieces the official encode tokenizes separately, in order; they concatenate to ``text``."""
-    for start in range(0, len(text), MAX_ENCODE_CHARS):
-        piece = text[start : start + MAX_ENCODE_CHARS]
+    long_run = _long_run(max_run)
+    for start in range(0, len(text), max_chars):
+        piece = text[start : start + max_chars]
         cut = 0
-        for run in _LONG_RUN.finditer(piece):
-            # The official loop cuts a long run at its 25,001st character, then every 25,000 after.
-            for pos in range(run.start() + MAX_RUN_CHARS, run.end(), MAX_RUN_CHARS):
+        for run in long_run.finditer(piece):
+            # The official loop cuts a long run at its (max_run + 1)-th character, then every max_run after.
+            for pos in range(run.start() + max_run, run.end(), max_run):
                 yield piece[cut:pos]
                 cut = pos
         yield piece[cut:]

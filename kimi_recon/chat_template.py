@@ -1,0 +1,72 @@
+"""Render chat templates the way Hugging Face transformers does, without needing transformers."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, NoReturn
+
+import jinja2
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .errors import InvalidInputError
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+    # transformers overrides jinja's tojson: no HTML escaping, non-ASCII kept, options passed through.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise_exception(message: str) -> NoReturn:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+#: Names under which messages carry reasoning; transformers copies the first one set to ``reasoning_content``.
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+def alias_reasoning_fields(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``message`` whose reasoning is also under ``reasoning_content``, as transformers 5 renders it."""
+    reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
+    if reasoning is None:
+        return dict(message)
+    return {"thinking": reasoning, **message, "reasoning_content": reasoning}
+
+
+@functools.lru_cache(maxsize=16)
+def compile_template(source: str) -> jinja2.Template:
+    """A compiled template in an environment set up like transformers' chat-template renderer."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env.from_string(source)
+
+
+def render_chat_template(
+    source: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+    **kwargs: Any,
+) -> str:
+    """Render ``messages`` with the chat template ``source`` (extra keyword arguments reach the template)."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidInputError(f"must be a list of message objects, got {type(messages).__name__}", field="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise InvalidInputError("must be an object with a string 'role'", field=f"messages[{i}]")
+    try:
+        return compile_template(source).render(
+            messages=[alias_reasoning_fields(m) for m in messages], tools=tools, add_generation_prompt=add_generation_prompt, **kwargs
+        )
+    except jinja2.exceptions.TemplateError as err:
+        raise InvalidInputError(f"the chat template failed: {err}", field="messages") from None
