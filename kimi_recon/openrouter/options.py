@@ -1,0 +1,130 @@
+"""What to ask OpenRouter for, and how one prompt becomes the arguments of one SDK call.
+
+Standard OpenAI parameters go to ``chat.completions.create`` as keywords; OpenRouter's own body fields
+(``provider``, ``reasoning``, ``usage``) go through the SDK's ``extra_body``, which it merges into the
+JSON body unchanged. Everything here is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidInputError
+from .prompts import Prompt
+
+#: Keys callers may not set through ``extra_body``, because the adapter owns them.
+_RESERVED = frozenset({"model", "messages", "tools", "stream"})
+
+
+def provider_preferences(
+    *,
+    order: Sequence[str] = (),
+    only: Sequence[str] = (),
+    require_parameters: bool = False,
+    allow_fallbacks: bool | None = None,
+    quantizations: Sequence[str] = (),
+) -> dict[str, Any] | None:
+    """OpenRouter's ``provider`` routing object, or None when nothing is pinned.
+
+    Pinning matters for exactness: providers serve the same model with different tokenizer versions,
+    templates and quantizations, and only some return raw reasoning or logprobs.
+    """
+    prefs: dict[str, Any] = {}
+    if order:
+        prefs["order"] = list(order)
+    if only:
+        prefs["only"] = list(only)
+    if require_parameters:
+        prefs["require_parameters"] = True
+    if allow_fallbacks is not None:
+        prefs["allow_fallbacks"] = allow_fallbacks
+    if quantizations:
+        prefs["quantizations"] = list(quantizations)
+    return prefs or None
+
+
+def reasoning_settings(*, enabled: bool = True, effort: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+    """OpenRouter's ``reasoning`` object. ``exclude`` is always False: excluded reasoning cannot be rebuilt."""
+    if effort is not None and max_tokens is not None:
+        raise InvalidInputError("give a reasoning effort or a reasoning token budget, not both", field="reasoning")
+    settings: dict[str, Any] = {"enabled": enabled, "exclude": False}
+    if enabled and effort is not None:
+        settings["effort"] = effort
+    if enabled and max_tokens is not None:
+        settings["max_tokens"] = max_tokens
+    return settings
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """Per-run request settings. ``extra_body`` holds any further OpenRouter body fields."""
+
+    model: str
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    reasoning: Mapping[str, Any] | None = field(default_factory=reasoning_settings)
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    provider: Mapping[str, Any] | None = None
+    stream: bool = False
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise InvalidInputError("a model is required (e.g. moonshotai/kimi-k2.5)", field="model")
+        clash = _RESERVED.intersection(self.extra_body)
+        if clash:
+            raise InvalidInputError(f"extra_body may not set {sorted(clash)}", field="extra_body")
+        if self.top_logprobs is not None and not self.logprobs:
+            raise InvalidInputError("top_logprobs needs logprobs", field="top_logprobs")
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the model runs with thinking on, which decides how its output is rebuilt."""
+        if self.reasoning is None:
+            return True  # Kimi K2.5's default on OpenRouter
+        return self.reasoning.get("enabled", True) is not False and self.reasoning.get("effort") != "none"
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as recorded next to each row (no secrets live here)."""
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "reasoning": dict(self.reasoning) if self.reasoning is not None else None,
+            "logprobs": self.logprobs,
+            "top_logprobs": self.top_logprobs,
+            "provider": dict(self.provider) if self.provider is not None else None,
+            "stream": self.stream,
+            "extra_body": dict(self.extra_body),
+        }
+
+
+def request_kwargs(prompt: Prompt, options: RequestOptions) -> dict[str, Any]:
+    """Keyword arguments for ``client.chat.completions.create`` (or its raw/streaming variants)."""
+    kwargs: dict[str, Any] = {"model": options.model, "messages": [dict(m) for m in prompt.messages]}
+    if prompt.tools:
+        kwargs["tools"] = [dict(t) for t in prompt.tools]
+    for name in ("max_tokens", "temperature", "top_p", "seed", "top_logprobs"):
+        value = getattr(options, name)
+        if value is not None:
+            kwargs[name] = value
+    if options.logprobs:
+        kwargs["logprobs"] = True
+    if options.stream:
+        kwargs["stream"] = True
+        kwargs["stream_options"] = {"include_usage": True}
+    extra: dict[str, Any] = {"usage": {"include": True}}  # token counts and cost in every response
+    if options.reasoning is not None:
+        extra["reasoning"] = dict(options.reasoning)
+    if options.provider is not None:
+        extra["provider"] = dict(options.provider)
+    extra.update(options.extra_body)
+    kwargs["extra_body"] = extra
+    return kwargs

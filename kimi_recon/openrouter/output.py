@@ -1,0 +1,182 @@
+"""The output JSONL: append-only, one row per prompt, safe against a crash or a kill at any moment.
+
+Guarantees, and how they are kept:
+
+* **Single writer.** The file is opened once, by one thread, with an exclusive ``flock``; a second run
+  on the same file fails at once instead of interleaving rows. The OS drops the lock when the process
+  dies, however it dies.
+* **Whole rows.** Each row is one ``os.write`` of a complete line (looped until every byte is out) on an
+  ``O_APPEND`` descriptor, then ``fsync``-ed, so a finished row survives a kill and a power cut.
+* **Torn tails.** A kill can still land inside a write. On open, bytes after the last newline are
+  checked: a complete row just missing its newline gets the newline; anything else is cut off, because
+  it is not a row and its prompt was therefore never done.
+* **No prompt twice.** The ids already in the file are read after the lock is taken, and the run skips
+  them; rows are written only by the lock holder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..errors import InvalidInputError
+from .errors import redact
+
+try:  # flock is POSIX; elsewhere the single-writer rule is the user's to keep
+    import fcntl
+except ImportError:  # pragma: no cover - not exercised on Linux
+    fcntl = None  # type: ignore[assignment]
+
+
+class OutputLockedError(InvalidInputError):
+    """Another process is writing the same output file."""
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """What an existing output file already holds."""
+
+    done: frozenset[str]
+    ok: int
+    errors: int
+    cost: float
+    repaired_tail: str | None  # None, "newline_added" or "truncated"
+
+
+def is_complete_row(text: str) -> bool:
+    """True when ``text`` is one whole row: a JSON object with a string ``id`` (a torn write is not)."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(record, Mapping) and isinstance(record.get("id"), str)
+
+
+def scan_rows(lines: Iterable[str], path: str = "<output>") -> ResumeState:
+    """The ids, outcome counts and spend in complete row lines (each ending in a newline)."""
+    done: set[str] = set()
+    ok = errors = 0
+    cost = 0.0
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, Mapping) or not isinstance(record.get("id"), str):
+                raise ValueError("no string 'id'")
+        except ValueError as err:
+            raise InvalidInputError(
+                f"{path}:{line_no} is not an output row ({err}); refusing to resume into a damaged file"
+            ) from None
+        rid = str(record["id"])
+        if rid in done:
+            raise InvalidInputError(f"{path}:{line_no}: prompt {rid!r} is already in the file; refusing to resume")
+        done.add(rid)
+        if record.get("status") == "ok":
+            ok += 1
+        else:
+            errors += 1
+        if isinstance(record.get("cost"), (int, float)):
+            cost += float(record["cost"])
+    return ResumeState(frozenset(done), ok, errors, cost, None)
+
+
+class OutputFile:
+    """The locked, append-only output. Use as a context manager; :meth:`append` one row per prompt.
+
+    ``secret`` (the API key) is scrubbed from every row before it is written: rows hold server text,
+    and nothing a server echoes back should put the key on disk.
+    """
+
+    def __init__(self, path: str | Path, *, fsync: bool = True, secret: str | None = None) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self._secret = secret
+        self._fd: int | None = None
+        self.state: ResumeState | None = None
+
+    def __enter__(self) -> OutputFile:
+        self.open()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def open(self) -> ResumeState:
+        """Lock the file, repair a torn tail, and read what is already done."""
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise OutputLockedError(
+                        f"{self.path} is being written by another run; wait for it or choose another output"
+                    ) from None
+            repaired = _repair_tail(fd)
+            with open(self.path, encoding="utf-8") as f:
+                state = scan_rows(f, str(self.path))
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.state = ResumeState(state.done, state.ok, state.errors, state.cost, repaired)
+        return self.state
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        """Write one row as one line, durably."""
+        if self._fd is None:
+            raise RuntimeError("output file is not open")
+        data = (json.dumps(redact(row, self._secret), ensure_ascii=False) + "\n").encode("utf-8")
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        if self.fsync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+def _repair_tail(fd: int) -> str | None:
+    """Fix bytes after the last newline left by a killed write; say what was done."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return None
+    if os.pread(fd, 1, size - 1) == b"\n":
+        return None
+    # Rows can be large; read backwards in blocks until the previous newline.
+    block = 1 << 16
+    end = size
+    tail = b""
+    while end > 0:
+        start = max(0, end - block)
+        chunk = os.pread(fd, end - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            tail = chunk[cut + 1 :] + tail
+            keep = start + cut + 1
+            break
+        tail = chunk + tail
+        end = start
+    else:
+        keep = 0
+    try:
+        complete = is_complete_row(tail.decode("utf-8"))
+    except UnicodeDecodeError:
+        complete = False
+    if not complete:
+        os.ftruncate(fd, keep)
+        return "truncated"
+    os.write(fd, b"\n")
+    return "newline_added"

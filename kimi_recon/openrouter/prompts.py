@@ -1,0 +1,140 @@
+"""The prompt file: one JSON object per line with ``messages``, optional ``tools`` and optional ``id``.
+
+Every line becomes either a :class:`Prompt` or a :class:`BadPrompt` (which the run records as an error
+row), so a malformed line is reported, never silently dropped. Ids must be stable across runs because
+resuming skips the ids already in the output: a line without an ``id`` gets one from a hash of its
+messages and tools (a repeated identical prompt gets ``#2``, ``#3``... in file order), so inserting or
+reordering other lines does not change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInputError
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One conversation to send. ``line`` is its 1-based line number in the prompt file."""
+
+    id: str
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[Mapping[str, Any], ...] | None
+    line: int
+
+
+@dataclass(frozen=True)
+class BadPrompt:
+    """A line that cannot be sent; ``message`` says why and is written to the output as the error."""
+
+    id: str
+    line: int
+    message: str
+
+
+def derived_id(messages: object, tools: object) -> str:
+    """The id of a prompt that has none: a hash of what is sent, so it survives edits elsewhere."""
+    canonical = json.dumps({"messages": messages, "tools": tools}, sort_keys=True, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:20]
+
+
+def parse_prompt_line(text: str, line: int) -> Prompt | BadPrompt:
+    """One prompt line, checked. The returned id may still need de-duplicating (see :func:`parse_prompts`)."""
+    return _parse_line(text, line)[0]
+
+
+def _parse_line(text: str, line: int) -> tuple[Prompt | BadPrompt, bool]:
+    """The parsed line and whether its id was derived from its content."""
+    item = _parse_record(text, line)
+    return item, isinstance(item, Prompt) and item.id.startswith("sha256:") and _explicit_id(text) is None
+
+
+def _explicit_id(text: str) -> object:
+    record = json.loads(text)
+    return record.get("id") if isinstance(record, Mapping) else None
+
+
+def _parse_record(text: str, line: int) -> Prompt | BadPrompt:
+    try:
+        record = json.loads(text)
+    except ValueError as err:
+        return BadPrompt(f"line-{line}", line, f"line {line} is not JSON: {err}")
+    if not isinstance(record, Mapping):
+        return BadPrompt(f"line-{line}", line, f"line {line} must be a JSON object, got {type(record).__name__}")
+    raw_id = record.get("id")
+    if raw_id is not None and (not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool) or raw_id == ""):
+        return BadPrompt(f"line-{line}", line, f"line {line}: 'id' must be a non-empty string or an integer, got {raw_id!r}")
+    explicit = None if raw_id is None else str(raw_id)
+    fallback_id = explicit if explicit is not None else f"line-{line}"
+
+    messages = record.get("messages")
+    problem = _check_messages(messages)
+    if problem is not None:
+        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): {problem}")
+    tools = record.get("tools")
+    if tools is not None and (
+        not isinstance(tools, Sequence) or isinstance(tools, (str, bytes)) or not all(isinstance(t, Mapping) for t in tools)
+    ):
+        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): 'tools' must be a list of objects")
+    assert isinstance(messages, list)
+    prompt_id = explicit if explicit is not None else derived_id(messages, tools)
+    return Prompt(prompt_id, tuple(messages), tuple(tools) if tools else None, line)
+
+
+def _check_messages(messages: object) -> str | None:
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty list"
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            return f"messages[{i}] must be an object, got {type(message).__name__}"
+        if message.get("role") not in _ROLES:
+            return f"messages[{i}].role must be one of {sorted(_ROLES)}, got {message.get('role')!r}"
+    if messages[-1].get("role") == "assistant":
+        # OpenRouter would continue that message; the returned text would then not be the whole turn
+        # the ids are rebuilt for.
+        return "the last message is an assistant turn; assistant prefill is not supported"
+    return None
+
+
+def parse_prompts(lines: Iterable[str]) -> list[Prompt | BadPrompt]:
+    """Every non-blank line, in order, with unique ids.
+
+    Two lines with the same explicit id are an error for the whole file (raised, before anything is
+    sent): which one a resumed run should treat as done would be ambiguous. Identical id-less prompts
+    are numbered instead, because sampling one prompt several times is a normal thing to do.
+    """
+    out: list[Prompt | BadPrompt] = []
+    seen: dict[str, int] = {}
+    derived_count: dict[str, int] = {}
+    for line_no, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        item, derived = _parse_line(text, line_no)
+        if derived and isinstance(item, Prompt):
+            n = derived_count.get(item.id, 0) + 1
+            derived_count[item.id] = n
+            if n > 1:
+                item = Prompt(f"{item.id}#{n}", item.messages, item.tools, item.line)
+        if item.id in seen:
+            raise InvalidInputError(
+                f"prompt id {item.id!r} appears on lines {seen[item.id]} and {line_no}; ids must be unique",
+                field="id",
+                sample=item.id,
+            )
+        seen[item.id] = line_no
+        out.append(item)
+    return out
+
+
+def read_prompts(path: str | Path) -> list[Prompt | BadPrompt]:
+    """:func:`parse_prompts` over a file (UTF-8, one JSON object per line)."""
+    with open(path, encoding="utf-8") as f:
+        return parse_prompts(f)

@@ -1,0 +1,50 @@
+"""The default :data:`~kimi_recon.openrouter.rows.Reconstructor`: kimi-recon's own reconstruction.
+
+Imported lazily by the generate run, so the parsing half of the adapter works (and is testable) on its
+own. The tokenizer is loaded once per run and used from the single writer thread only.
+"""
+
+from __future__ import annotations
+
+from ..models import AssistantTurn
+from .parse import count_tool_calls
+from .prompts import Prompt
+from .rows import Rebuilt, Reconstructor, flag, flag_dicts
+
+
+def make_reconstructor(
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+    tokenizer: str | None = None,
+    prompt_ids: bool = False,
+    training_sample: bool = False,
+) -> Reconstructor:
+    """A function rebuilding one prompt's output ids (and, when asked, its prompt ids and training row)."""
+    from ..reconstruct import reconstruct_output_ids
+    from ..tokenizer import load_tokenizer
+    from ..training import build_training_sample
+
+    tok = load_tokenizer(tokenizer)
+
+    def rebuild(prompt: Prompt, turn: AssistantTurn) -> Rebuilt:
+        offset = count_tool_calls(prompt.messages)
+        recon = reconstruct_output_ids(turn, tok, profile, thinking, call_index_offset=offset)
+        flags = list(flag_dicts(recon.flags))
+        if not (prompt_ids or training_sample):
+            return Rebuilt(recon.ids, recon.source, tuple(flags))
+        sample = build_training_sample(
+            list(prompt.messages), turn, list(prompt.tools) if prompt.tools else None, profile, thinking, tok
+        )
+        if sample.output_ids != recon.ids:
+            # Both come from the same reconstruction; a difference would be a bug worth seeing.
+            flags.append(flag("sample_output_mismatch", "the training sample's output ids differ from output_ids"))
+        return Rebuilt(
+            recon.ids,
+            recon.source,
+            tuple(flags),
+            prompt_ids=sample.prompt_ids if prompt_ids else None,
+            sample=sample.to_dict() if training_sample else None,
+        )
+
+    return rebuild

@@ -1,0 +1,153 @@
+"""Output rows: one JSON object per prompt, ``status`` ``ok`` or ``error``. Pure functions.
+
+Rows start with ``id`` and ``status`` and end with the raw ``response``, so the file stays greppable.
+An error row keeps whatever response had arrived: a paid-for response that could not be rebuilt must
+not be lost, it can be reprocessed offline once the cause is fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..models import AssistantTurn
+from .options import RequestOptions
+from .prompts import Prompt
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """What reconstruction produced for one turn."""
+
+    output_ids: list[int]
+    source: str
+    flags: tuple[Mapping[str, Any], ...] = ()
+    prompt_ids: list[int] | None = None
+    sample: Mapping[str, Any] | None = None
+
+
+#: Rebuilds one prompt's turn; raises a KimiReconError when it cannot.
+Reconstructor = Callable[[Prompt, AssistantTurn], Rebuilt]
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """How the response was obtained."""
+
+    retries: int = 0
+    elapsed_s: float = 0.0
+    stream: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def flag(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    return {"code": code, "message": message, "field": field}
+
+
+def adapter_flags(turn: AssistantTurn, thinking: bool) -> list[dict[str, Any]]:
+    """What the adapter knows may make the rebuilt ids differ from the model's (beyond the renderer's flags)."""
+    flags = []
+    for entry in turn.metadata.get("replaced_tool_call_ids", ()):
+        flags.append(
+            flag(
+                "replaced_tool_call_id",
+                f"server id {entry['id']!r} replaced by {entry['suggested_id']!r}, the model's own format at the "
+                "conversation-wide index; the id the model actually wrote is not known",
+                f"tool_calls[{entry['index']}].id",
+            )
+        )
+    if thinking and turn.reasoning is None and turn.reasoning_complete:
+        usage = turn.metadata.get("usage")
+        details = usage.get("completion_tokens_details") if isinstance(usage, Mapping) else None
+        spent = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
+        extra = f" although the usage reports {spent} reasoning tokens" if spent else ""
+        flags.append(
+            flag(
+                "reasoning_missing",
+                f"thinking is on but the response carried no reasoning{extra}; an empty think block was assumed",
+                "reasoning",
+            )
+        )
+    if turn.metadata.get("reasoning_sources_disagree"):
+        flags.append(
+            flag("reasoning_sources_disagree", "'reasoning' and the reasoning_details text differ; 'reasoning' was used", "reasoning")
+        )
+    return flags
+
+
+def _cost(usage: object) -> float | None:
+    if isinstance(usage, Mapping):
+        cost = usage.get("cost")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            return float(cost)
+    return None
+
+
+def usage_of(response: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    usage = response.get("usage") if response is not None else None
+    return usage if isinstance(usage, Mapping) else None
+
+
+def ok_row(
+    prompt: Prompt,
+    options: RequestOptions,
+    response: Mapping[str, Any],
+    turn: AssistantTurn,
+    rebuilt: Rebuilt | None,
+    call: CallInfo,
+) -> dict[str, Any]:
+    """The row of a prompt whose turn was read (and, unless disabled, rebuilt)."""
+    usage = usage_of(response)
+    flags = adapter_flags(turn, options.thinking)
+    row: dict[str, Any] = {"id": prompt.id, "status": "ok", "line": prompt.line, "model": options.model}
+    row["provider"] = turn.metadata.get("provider")
+    if rebuilt is not None:
+        row["output_ids"] = rebuilt.output_ids
+        row["output_source"] = rebuilt.source
+        flags.extend(dict(f) for f in rebuilt.flags)
+        if rebuilt.prompt_ids is not None:
+            row["prompt_ids"] = rebuilt.prompt_ids
+        if rebuilt.sample is not None:
+            row["sample"] = dict(rebuilt.sample)
+    row["flags"] = flags
+    row["finish_reason"] = turn.finish_reason
+    row["native_finish_reason"] = turn.metadata.get("native_finish_reason")
+    row["truncated"] = turn.truncated
+    row["reasoning_complete"] = turn.reasoning_complete
+    row["usage"] = dict(usage) if usage is not None else None
+    row["cost"] = _cost(usage)
+    row["retries"] = call.retries
+    row["elapsed_s"] = round(call.elapsed_s, 3)
+    row["stream"] = call.stream
+    row.update(call.extra)
+    row["response"] = dict(response)
+    return row
+
+
+def error_row(
+    prompt_id: str,
+    model: str,
+    error: Mapping[str, Any],
+    *,
+    line: int | None = None,
+    response: Mapping[str, Any] | None = None,
+    call: CallInfo | None = None,
+) -> dict[str, Any]:
+    """The row of a prompt that produced no usable turn. ``error`` is ``{"type", "code", "message"}``."""
+    usage = usage_of(response)
+    row: dict[str, Any] = {"id": prompt_id, "status": "error", "line": line, "model": model, "error": dict(error)}
+    row["usage"] = dict(usage) if usage is not None else None
+    row["cost"] = _cost(usage)
+    if call is not None:
+        row["retries"] = call.retries
+        row["elapsed_s"] = round(call.elapsed_s, 3)
+        row["stream"] = call.stream
+        row.update(call.extra)
+    row["response"] = dict(response) if response is not None else None
+    return row
+
+
+def flag_dicts(flags: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    """``Flag`` objects (anything with ``code``/``message``/``field``) as JSON dicts."""
+    return tuple(flag(str(f.code), str(f.message), getattr(f, "field", None)) for f in flags)
