@@ -1,21 +1,50 @@
 """kimi-recon: rebuild the exact token IDs a Moonshot Kimi model generated from the text an API returned."""
 
+from .audit import AuditReport, assert_special_tokens_ok, audit_ids, audit_special_tokens
+from .chat_template import render_chat_template
 from .errors import InvalidInputError, InvalidTurnError, KimiReconError, TokenizerLoadError, UnknownSpecialTokenError
-from .models import AssistantTurn, ToolCall
+from .logprobs import LogprobsError, ids_from_logprobs
+from .models import AssistantTurn, Flag, ToolCall
+from .profiles import PROFILES, ChatProfile, get_profile
+from .reconstruct import Reconstruction, reconstruct_output_ids
+from .render import ReasoningDroppedWarning, RenderedTurn, render_assistant_turn, render_turn
 from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry
 from .tokenizer import KimiTokenizer, load_tokenizer
+from .tool_declaration import render_tools_declaration
+from .training import TrainingSample, build_training_sample, render_prompt
 
 __all__ = [
+    "PROFILES",
     "SPECIAL_TOKENS",
     "AssistantTurn",
+    "AuditReport",
+    "ChatProfile",
+    "Flag",
     "InvalidInputError",
     "InvalidTurnError",
     "KimiReconError",
     "KimiTokenizer",
+    "LogprobsError",
+    "ReasoningDroppedWarning",
+    "Reconstruction",
+    "RenderedTurn",
     "SpecialToken",
     "SpecialTokenRegistry",
     "TokenizerLoadError",
     "ToolCall",
+    "TrainingSample",
     "UnknownSpecialTokenError",
+    "assert_special_tokens_ok",
+    "audit_ids",
+    "audit_special_tokens",
+    "build_training_sample",
+    "get_profile",
+    "ids_from_logprobs",
     "load_tokenizer",
+    "reconstruct_output_ids",
+    "render_assistant_turn",
+    "render_chat_template",
+    "render_prompt",
+    "render_tools_declaration",
+    "render_turn",
 ]

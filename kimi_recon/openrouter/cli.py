@@ -1,0 +1,173 @@
+"""``kimi-recon generate``: prompts JSONL -> OpenRouter -> EAGLE-3-ready JSONL.
+
+:func:`register` adds the subcommand to the main CLI. Nothing here imports ``openai`` (or the
+reconstruction stack) until the command runs, so ``kimi-recon --help`` stays fast and works without
+the ``openrouter`` extra. ``python -m kimi_recon.openrouter`` runs the command on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import KimiReconError
+
+EPILOG = """\
+The API key is read from OPENROUTER_API_KEY and is never printed or written.
+Re-running the same command resumes: prompts already in OUT (as a row or an error) are skipped.
+Exit status: 0 all done, 1 some prompts recorded as errors, 2 bad usage or setup,
+3 prompts remain (spend limit or --limit), 130 interrupted.
+"""
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompts", type=Path, help="JSONL, one {\"messages\": [...], \"tools\": [...], \"id\": ...} per line")
+    p.add_argument("-o", "--output", type=Path, required=True, help="JSONL to append rows to (created if missing)")
+    p.add_argument("--model", default="moonshotai/kimi-k2.5", help="OpenRouter model slug (default: %(default)s)")
+
+    g = p.add_argument_group("request")
+    g.add_argument("--max-tokens", type=int, default=None)
+    g.add_argument("--temperature", type=float, default=None)
+    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--no-thinking", action="store_true", help="turn reasoning off (reasoning.enabled=false); rebuild without thinking")
+    g.add_argument("--reasoning-effort", default=None, help="reasoning.effort (e.g. low, medium, high)")
+    g.add_argument("--reasoning-max-tokens", type=int, default=None, help="reasoning.max_tokens budget")
+    g.add_argument("--logprobs", action="store_true", help="ask for logprobs (exact ids even for unusual token splits, where supported)")
+    g.add_argument("--top-logprobs", type=int, default=None)
+    g.add_argument("--provider-order", type=_csv, default=[], help="provider.order, comma-separated")
+    g.add_argument("--provider-only", type=_csv, default=[], help="provider.only, comma-separated")
+    g.add_argument("--require-parameters", action="store_true", help="provider.require_parameters: only providers supporting every parameter sent")
+    g.add_argument("--no-fallbacks", action="store_true", help="provider.allow_fallbacks=false")
+    g.add_argument("--quantizations", type=_csv, default=[], help="provider.quantizations, comma-separated")
+    g.add_argument("--extra-body", type=_json_object, default={}, help="more OpenRouter body fields, as a JSON object")
+    g.add_argument("--stream", action="store_true", help="stream responses (SSE); rows hold the assembled response")
+
+    g = p.add_argument_group("transport")
+    g.add_argument("--base-url", default=None, help="API base URL (default: $OPENROUTER_BASE_URL or https://openrouter.ai/api/v1)")
+    g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default: %(default)s)")
+    g.add_argument("--timeout", type=float, default=600.0, help="seconds per connect/read (default: %(default)s)")
+    g.add_argument("--max-retries", type=int, default=4, help="retries on 429/5xx/timeouts (default: %(default)s)")
+    g.add_argument("--app-url", default=None, help="HTTP-Referer header for OpenRouter attribution")
+    g.add_argument("--app-title", default=None, help="X-Title header for OpenRouter attribution")
+
+    g = p.add_argument_group("output")
+    g.add_argument("--tokenizer", default=None, help="tokenizer directory or Hub repo id (default: bundled K2.5)")
+    g.add_argument("--profile", default="kimi-k2.5", help="chat format used to rebuild ids (default: %(default)s)")
+    g.add_argument("--prompt-ids", action="store_true", help="also write the prompt ids")
+    g.add_argument("--training-sample", action="store_true", help="also write the EAGLE-3 sample (input_ids, loss_mask)")
+    g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
+    g.add_argument("--keep-server-call-ids", action="store_true", help="do not replace server-issued tool-call ids with functions.NAME:IDX")
+    g.add_argument("--max-cost", type=float, default=None, help="stop sending new prompts once this many USD are spent in this run")
+    g.add_argument("--limit", type=int, default=None, help="send at most this many prompts in this run")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--no-fsync", action="store_true", help="do not fsync each row (faster; a power cut may lose recent rows)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``generate`` subcommand to the main CLI's subparsers."""
+    p = subparsers.add_parser(
+        "generate",
+        help="run a prompt file through OpenRouter into EAGLE-3-ready JSONL (needs the openrouter extra)",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(p)
+    p.set_defaults(func=cmd_generate)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Run the command; returns the exit status (see EPILOG)."""
+    try:
+        import openai  # noqa: F401  (checked here so the message names the extra)
+    except ImportError:
+        print("kimi-recon generate needs the openrouter extra: pip install 'kimi-recon[openrouter]'", file=sys.stderr)
+        return 2
+    from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
+    from .generate import GenerateConfig, run_generate
+    from .options import RequestOptions, provider_preferences, reasoning_settings
+
+    api_key = api_key_from_env()
+    options = RequestOptions(
+        model=args.model,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+        reasoning=reasoning_settings(
+            enabled=not args.no_thinking, effort=args.reasoning_effort, max_tokens=args.reasoning_max_tokens
+        ),
+        logprobs=args.logprobs or args.top_logprobs is not None,
+        top_logprobs=args.top_logprobs,
+        provider=provider_preferences(
+            order=args.provider_order,
+            only=args.provider_only,
+            require_parameters=args.require_parameters,
+            allow_fallbacks=False if args.no_fallbacks else None,
+            quantizations=args.quantizations,
+        ),
+        stream=args.stream,
+        extra_body=args.extra_body,
+    )
+    config = GenerateConfig(
+        prompts=args.prompts,
+        output=args.output,
+        options=options,
+        base_url=args.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+        reconstruct=not args.no_reconstruct,
+        profile=args.profile,
+        tokenizer=args.tokenizer,
+        prompt_ids=args.prompt_ids,
+        training_sample=args.training_sample,
+        fix_tool_call_ids=not args.keep_server_call_ids,
+        max_cost=args.max_cost,
+        limit=args.limit,
+        progress=not args.no_progress,
+        fsync=not args.no_fsync,
+        app_url=args.app_url,
+        app_title=args.app_title,
+    )
+    summary = run_generate(config, api_key)
+    print(summary.line(), file=sys.stderr)
+    return summary.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m kimi_recon.openrouter generate PROMPTS -o OUT ...``."""
+    parser = argparse.ArgumentParser(prog="kimi-recon", description="OpenRouter adapter of kimi-recon")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (KimiReconError, OSError) as err:
+        print(f"kimi-recon: error: {err}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

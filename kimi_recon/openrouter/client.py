@@ -1,0 +1,217 @@
+"""The HTTP edge: an ``openai`` SDK client pointed at OpenRouter, and one chat completion per call.
+
+Retries are the SDK's (``max_retries``): it retries 408, 409, 429, 5xx, timeouts and dropped
+connections with exponential backoff, honours ``Retry-After``/``retry-after-ms`` up to 120 s, and does
+not retry 400, 401, 402, 403. What it cannot see is a failure *after* the HTTP 200: OpenRouter reports
+errors that happen during generation inside the body (``{"error": ...}``, ``finish_reason: "error"``) or
+as a stream chunk, and a stream can stall or drop mid-way. :func:`retry_after_200` retries those, and
+only those, with the same backoff shape, so SDK-level failures are never retried twice over.
+
+The API key is only ever handed to the SDK; every error leaving this module has been scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .errors import InvalidResponseError, OpenRouterError, redact
+from .parse import assemble_stream, error_from_object, is_retryable_code
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+
+DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+API_KEY_ENV = "OPENROUTER_API_KEY"
+BASE_URL_ENV = "OPENROUTER_BASE_URL"
+
+T = TypeVar("T")
+
+
+def api_key_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """The key from ``OPENROUTER_API_KEY``; a clear error (without any key material) when unset."""
+    key = (os.environ if environ is None else environ).get(API_KEY_ENV, "").strip()
+    if not key:
+        raise OpenRouterError(f"set {API_KEY_ENV} to your OpenRouter API key", code="no_api_key", kind="config")
+    return key
+
+
+def make_client(
+    api_key: str,
+    *,
+    base_url: str = DEFAULT_BASE_URL,
+    timeout: float = 600.0,
+    max_retries: int = 4,
+    app_url: str | None = None,
+    app_title: str | None = None,
+) -> OpenAI:
+    """An ``openai.OpenAI`` client for OpenRouter. ``timeout`` bounds each connect/read/write, not the
+    whole generation, so a long streamed answer is fine while a silent server is not."""
+    from openai import OpenAI
+
+    headers: dict[str, str] = {}
+    if app_url:
+        headers["HTTP-Referer"] = app_url
+    if app_title:
+        headers["X-Title"] = app_title
+    return OpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=timeout,
+        max_retries=max_retries,
+        default_headers=headers or None,
+        # An org/project id from OPENAI_* variables means nothing to OpenRouter; do not send it.
+        organization=None,
+        project=None,
+    )
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One response: the completion dict (assembled, for a stream) and how it was obtained."""
+
+    response: dict[str, Any]
+    retries: int
+    stream: bool
+
+
+def _timeout_types() -> tuple[type[BaseException], ...]:
+    import openai
+
+    types: list[type[BaseException]] = [openai.APITimeoutError, TimeoutError]
+    for module in ("httpx2", "httpx"):  # the transport the installed SDK uses, read mid-stream
+        try:
+            mod = __import__(module)
+        except ImportError:
+            continue
+        types.append(mod.TimeoutException)
+    return tuple(types)
+
+
+def _transport_types() -> tuple[type[BaseException], ...]:
+    import openai
+
+    types: list[type[BaseException]] = [openai.APIConnectionError, ConnectionError]
+    for module in ("httpx2", "httpx"):
+        try:
+            mod = __import__(module)
+        except ImportError:
+            continue
+        types.append(mod.TransportError)
+    return tuple(types)
+
+
+def fetch(client: OpenAI, kwargs: Mapping[str, Any], *, secret: str | None = None) -> Fetched:
+    """Send one chat completion request and return the raw response as a dict.
+
+    Raises :class:`OpenRouterError` for an HTTP error status (after the SDK's retries), a timeout, a
+    lost connection, an ``error`` in the 200 body, or an error chunk in a stream; and
+    :class:`InvalidResponseError` for a body that is not JSON.
+    """
+    import openai
+
+    stream = bool(kwargs.get("stream"))
+    try:
+        if stream:
+            with client.chat.completions.with_streaming_response.create(**kwargs) as resp:
+                retries = resp.retries_taken
+                lines = _read_lines(resp.iter_lines())
+            return Fetched(assemble_stream(lines), retries, True)
+        raw = client.chat.completions.with_raw_response.create(**kwargs)
+        try:
+            response = json.loads(raw.content)
+        except ValueError as err:
+            text = raw.content[:500].decode("utf-8", "replace")
+            raise InvalidResponseError(f"body is not JSON ({err}): {text!r}", field="response") from None
+        if not isinstance(response, dict):
+            raise InvalidResponseError(f"body must be a JSON object, got {type(response).__name__}", field="response")
+        if response.get("error") is not None:
+            raise error_from_object(response["error"], kind="body", response=response)
+        return Fetched(response, raw.retries_taken, False)
+    except OpenRouterError as err:
+        raise err.redacted(secret) from None
+    except openai.APIStatusError as err:
+        raise _status_error(err, secret) from None
+    except openai.APITimeoutError:
+        raise OpenRouterError("request timed out (after the SDK's retries)", code="timeout", kind="timeout") from None
+    except openai.APIConnectionError as err:
+        cause = redact(str(err.__cause__ or err), secret)
+        raise OpenRouterError(f"connection failed (after the SDK's retries): {cause}", code="connection", kind="connection") from None
+
+
+def _read_lines(lines: Any) -> list[str]:
+    """Every SSE line; a stall or a drop mid-stream becomes a retryable stream error."""
+    got: list[str] = []
+    try:
+        for line in lines:
+            got.append(line)
+    except _timeout_types():
+        raise OpenRouterError(
+            f"stream stalled after {len(got)} lines (read timeout)", code="timeout", kind="stream", retryable=True
+        ) from None
+    except _transport_types() as err:
+        raise OpenRouterError(
+            f"stream broke after {len(got)} lines: {type(err).__name__}", code="connection", kind="stream", retryable=True
+        ) from None
+    return got
+
+
+def _status_error(err: Any, secret: str | None) -> OpenRouterError:
+    body = err.body
+    message = err.message
+    metadata: dict[str, Any] = {}
+    if isinstance(body, Mapping):
+        if isinstance(body.get("message"), str) and body["message"]:
+            message = body["message"]
+        if isinstance(body.get("metadata"), Mapping):
+            metadata = dict(body["metadata"])
+    elif isinstance(body, str) and body:
+        metadata["body"] = body[:500]
+    retry_after = err.response.headers.get("retry-after") if err.response is not None else None
+    if retry_after is not None:
+        metadata["retry_after"] = retry_after
+    status = int(err.status_code)
+    return OpenRouterError(
+        redact(message, secret),
+        code=status,
+        kind="http",
+        metadata=redact(metadata, secret),
+        retryable=is_retryable_code(status),
+    )
+
+
+def backoff_delay(attempt: int, base: float = 0.5, cap: float = 8.0) -> float:
+    """The SDK's schedule: ``base * 2**attempt`` capped at ``cap``, minus up to 25 % jitter."""
+    return min(base * 2.0**attempt, cap) * (1 - 0.25 * random.random())
+
+
+def retry_after_200(
+    attempt: Callable[[], T],
+    *,
+    max_retries: int,
+    base_delay: float = 0.5,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[OpenRouterError], None] | None = None,
+) -> tuple[T, int]:
+    """``attempt()`` and the number of retries it took, retrying errors the SDK never saw.
+
+    Only :class:`OpenRouterError` of kind ``body`` or ``stream`` marked retryable qualifies (an error
+    object in a 200 body, an error chunk, a stalled or broken stream). HTTP statuses, timeouts and
+    connection failures were already retried by the SDK and are raised at once.
+    """
+    retries = 0
+    while True:
+        try:
+            return attempt(), retries
+        except OpenRouterError as err:
+            if err.kind not in ("body", "stream") or not err.retryable or retries >= max_retries:
+                raise
+            if on_retry is not None:
+                on_retry(err)
+            sleep(backoff_delay(retries, base_delay))
+            retries += 1

@@ -1,0 +1,319 @@
+"""Run a prompt file through OpenRouter into EAGLE-3-ready rows, resumably and without losing a prompt.
+
+Shape of a run: the main thread reads the prompts, opens (locks, repairs, scans) the output, and hands
+prompts not yet done to at most ``concurrency`` daemon worker threads. Workers only talk HTTP (with the
+SDK's retries plus :func:`~kimi_recon.openrouter.client.retry_after_200`) and parse the response; they
+return an outcome and never raise. The main thread is the single writer: it rebuilds the ids, builds
+the row and appends it, one flushed line per prompt, before counting the prompt done. Every prompt
+handed out therefore ends as exactly one row (``ok`` or ``error``) or, if the process dies first, as no
+row at all, and the next run sends it again.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..errors import KimiReconError
+from ..models import AssistantTurn
+from .client import DEFAULT_BASE_URL, Fetched, fetch, make_client, retry_after_200
+from .errors import InvalidResponseError, OpenRouterError, redact
+from .options import RequestOptions, request_kwargs
+from .output import OutputFile
+from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_response
+from .prompts import BadPrompt, Prompt, read_prompts
+from .rows import CallInfo, Reconstructor, error_row, ok_row
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """Everything a run needs besides the API key."""
+
+    prompts: Path
+    output: Path
+    options: RequestOptions
+    base_url: str = DEFAULT_BASE_URL
+    concurrency: int = 4
+    timeout: float = 600.0
+    max_retries: int = 4
+    retry_base_delay: float = 0.5
+    reconstruct: bool = True
+    profile: str = "kimi-k2.5"
+    tokenizer: str | None = None
+    prompt_ids: bool = False
+    training_sample: bool = False
+    fix_tool_call_ids: bool = True
+    max_cost: float | None = None
+    limit: int | None = None
+    progress: bool = True
+    fsync: bool = True
+    app_url: str | None = None
+    app_title: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise KimiReconError("concurrency must be at least 1")
+        if self.max_retries < 0:
+            raise KimiReconError("max_retries must be 0 or more")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run did. ``remaining`` prompts have no row yet (a spend limit, --limit, or an interrupt)."""
+
+    total: int
+    already_done: int
+    written: int
+    ok: int
+    errors: int
+    cost: float
+    remaining: int
+    stopped: str | None = None
+    repaired_tail: str | None = None
+
+    def line(self) -> str:
+        parts = [
+            f"{self.ok} ok",
+            f"{self.errors} errors",
+            f"{self.already_done} already done",
+            f"{self.remaining} remaining",
+            f"${self.cost:.4f} spent this run",
+        ]
+        if self.repaired_tail:
+            parts.append(f"torn last row {self.repaired_tail.replace('_', ' ')}")
+        if self.stopped:
+            parts.append(f"stopped: {self.stopped}")
+        return "generate: " + ", ".join(parts)
+
+    @property
+    def exit_code(self) -> int:
+        if self.stopped == "interrupted":
+            return 130
+        if self.errors:
+            return 1
+        return 3 if self.remaining else 0
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    prompt: Prompt
+    response: dict[str, Any] | None = None
+    turn: AssistantTurn | None = None
+    error: Mapping[str, Any] | None = None
+    call: CallInfo = field(default_factory=CallInfo)
+
+
+def _fetch_one(
+    client: OpenAI, prompt: Prompt, options: RequestOptions, config: GenerateConfig, secret: str
+) -> _Outcome:
+    """One prompt's HTTP exchange and parse. Never raises: every failure becomes an error outcome."""
+    kwargs = request_kwargs(prompt, options)
+    offset = count_tool_calls(prompt.messages)
+    last: list[Fetched] = []  # the latest response received, kept for the error row
+    start = time.monotonic()
+
+    def attempt() -> tuple[Fetched, AssistantTurn]:
+        fetched = fetch(client, kwargs, secret=secret)
+        last[:] = [fetched]
+        return fetched, turn_from_response(fetched.response, call_index_offset=offset, sample=prompt.id)
+
+    def call(extra_retries: int = 0) -> CallInfo:
+        sdk = last[0].retries if last else 0
+        return CallInfo(retries=sdk + extra_retries, elapsed_s=time.monotonic() - start, stream=options.stream)
+
+    try:
+        (fetched, turn), retries = retry_after_200(
+            attempt, max_retries=config.max_retries, base_delay=config.retry_base_delay
+        )
+    except OpenRouterError as err:
+        err = err.redacted(secret).with_prompt_id(prompt.id)
+        response = dict(err.response) if err.response is not None else (last[0].response if last else None)
+        return _Outcome(prompt, response=response, error=err.to_dict(), call=call())
+    except InvalidResponseError as err:
+        error = {"type": "invalid_response", "code": None, "message": redact(str(err), secret), "field": err.field}
+        return _Outcome(prompt, response=last[0].response if last else None, error=error, call=call())
+    except Exception as err:  # a bug or an unforeseen transport failure must still leave a row
+        message = redact(f"prompt {prompt.id!r}: {type(err).__name__}: {err}", secret)
+        return _Outcome(prompt, response=last[0].response if last else None, error={"type": "internal", "code": None, "message": message}, call=call())
+    return _Outcome(prompt, response=fetched.response, turn=turn, call=call(retries))
+
+
+def _row_for(
+    outcome: _Outcome, options: RequestOptions, config: GenerateConfig, rebuild: Reconstructor | None, secret: str
+) -> dict[str, Any]:
+    """The output row of one outcome; reconstruction failures keep the response (it was paid for)."""
+    prompt = outcome.prompt
+    if outcome.error is not None or outcome.turn is None or outcome.response is None:
+        error = outcome.error or {"type": "internal", "code": None, "message": "no turn and no error"}
+        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
+    turn = replace_foreign_call_ids(outcome.turn) if config.fix_tool_call_ids else outcome.turn
+    try:
+        rebuilt = rebuild(prompt, turn) if rebuild is not None else None
+    except Exception as err:
+        field_name = getattr(err, "field", None)
+        message = redact(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
+        error = {"type": "reconstruction", "code": None, "message": message, "field": field_name}
+        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
+    return ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
+
+
+def _bad_prompt_row(bad: BadPrompt, model: str) -> dict[str, Any]:
+    return error_row(bad.id, model, {"type": "invalid_prompt", "code": None, "message": bad.message}, line=bad.line)
+
+
+def run_generate(
+    config: GenerateConfig,
+    api_key: str,
+    *,
+    client: OpenAI | None = None,
+    reconstructor: Reconstructor | None = None,
+    stderr: TextIO | None = None,
+) -> RunSummary:
+    """Run ``config.prompts`` through OpenRouter into ``config.output`` and say what happened.
+
+    ``client`` and ``reconstructor`` replace the defaults (an SDK client from the config; kimi-recon's
+    reconstruction with the configured profile and tokenizer), e.g. in tests.
+    """
+    from tqdm import tqdm
+
+    err_stream = stderr if stderr is not None else sys.stderr
+    options = config.options
+    items = read_prompts(config.prompts)
+    with OutputFile(config.output, fsync=config.fsync, secret=api_key) as out:
+        state = out.state
+        assert state is not None
+        todo = [item for item in items if item.id not in state.done]
+        already = len(items) - len(todo)
+        if config.limit is not None:
+            todo = todo[: config.limit]
+
+        rebuild = reconstructor
+        if rebuild is None and config.reconstruct:
+            from .rebuild import make_reconstructor
+
+            rebuild = make_reconstructor(
+                profile=config.profile,
+                thinking=options.thinking,
+                tokenizer=config.tokenizer,
+                prompt_ids=config.prompt_ids,
+                training_sample=config.training_sample,
+            )
+        if client is None:
+            client = make_client(
+                api_key,
+                base_url=config.base_url,
+                timeout=config.timeout,
+                max_retries=config.max_retries,
+                app_url=config.app_url,
+                app_title=config.app_title,
+            )
+
+        counts = {"ok": 0, "errors": 0, "written": 0}
+        spent = 0.0
+        tokens = 0
+        started = time.monotonic()
+        bar = tqdm(total=len(todo), unit="prompt", file=err_stream, disable=not config.progress, dynamic_ncols=True)
+
+        def write(row: dict[str, Any]) -> None:
+            nonlocal spent, tokens
+            out.append(row)
+            counts["written"] += 1
+            counts["ok" if row["status"] == "ok" else "errors"] += 1
+            if isinstance(row.get("cost"), float):
+                spent += row["cost"]
+            usage = row.get("usage")
+            if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
+                tokens += usage["completion_tokens"]
+            bar.update(1)
+            rate = tokens / max(time.monotonic() - started, 1e-9)
+            bar.set_postfix(ok=counts["ok"], err=counts["errors"], spent=f"${spent:.4f}", tok_s=f"{rate:.0f}", refresh=False)
+
+        stopped: str | None = None
+        pending: list[Prompt] = []
+        try:
+            for item in todo:  # bad lines cost nothing: record them first
+                if isinstance(item, BadPrompt):
+                    write(_bad_prompt_row(item, options.model))
+                else:
+                    pending.append(item)
+            stopped = _dispatch(pending, config, client, options, api_key, rebuild, write, lambda: spent)
+        except KeyboardInterrupt:
+            stopped = "interrupted"
+        finally:
+            bar.close()
+        summary = RunSummary(
+            total=len(items),
+            already_done=already,
+            written=counts["written"],
+            ok=counts["ok"],
+            errors=counts["errors"],
+            cost=spent,
+            remaining=len(items) - already - counts["written"],
+            stopped=stopped,
+            repaired_tail=state.repaired_tail,
+        )
+    return summary
+
+
+def _dispatch(
+    prompts: list[Prompt],
+    config: GenerateConfig,
+    client: OpenAI,
+    options: RequestOptions,
+    secret: str,
+    rebuild: Reconstructor | None,
+    write: Callable[[dict[str, Any]], None],
+    spent: Callable[[], float],
+) -> str | None:
+    """Feed ``prompts`` to worker threads, ``concurrency`` at a time, writing each row as it completes.
+
+    Workers are daemon threads: on an interrupt the writer returns at once and requests still in flight
+    are abandoned (they have no row, so the next run sends them again).
+    """
+    work: queue.Queue[Prompt | None] = queue.Queue()
+    results: queue.Queue[_Outcome] = queue.Queue()
+
+    def worker() -> None:
+        while True:
+            prompt = work.get()
+            if prompt is None:
+                return
+            results.put(_fetch_one(client, prompt, options, config, secret))
+
+    n_workers = min(config.concurrency, len(prompts))
+    for _ in range(n_workers):
+        threading.Thread(target=worker, name="openrouter-worker", daemon=True).start()
+
+    next_index = 0
+    in_flight = 0
+    stopped: str | None = None
+    try:
+        while next_index < len(prompts) or in_flight:
+            over_budget = config.max_cost is not None and spent() >= config.max_cost
+            if over_budget and stopped is None:
+                stopped = f"spend limit ${config.max_cost} reached"
+            while stopped is None and next_index < len(prompts) and in_flight < config.concurrency:
+                work.put(prompts[next_index])
+                next_index += 1
+                in_flight += 1
+            if not in_flight:
+                break
+            try:
+                outcome = results.get(timeout=0.5)  # a timeout keeps Ctrl-C responsive
+            except queue.Empty:
+                continue
+            in_flight -= 1
+            write(_row_for(outcome, options, config, rebuild, secret))
+    finally:
+        for _ in range(n_workers):
+            work.put(None)
+    return stopped
