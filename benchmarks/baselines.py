@@ -21,8 +21,9 @@ message dict (what an API returned), like ``reconstruct_output_ids``:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import tiktoken
 
@@ -37,7 +38,10 @@ ARGUMENT_BEGIN_ID = 163598
 CALL_END_ID = 163599
 
 Message = Mapping[str, Any]
-Method = Callable[[Message], list[int]]
+
+
+class Method(Protocol):
+    def __call__(self, msg: Message, thinking: bool = True) -> list[int]: ...
 
 
 def _text(value: Any) -> str:
@@ -49,17 +53,23 @@ def _calls(msg: Message) -> list[tuple[str, str]]:
     for i, call in enumerate(msg.get("tool_calls") or ()):
         fn = call["function"]
         args = fn.get("arguments") or ""
-        out.append((call.get("id") or f"functions.{fn['name']}:{i}", args if isinstance(args, str) else str(args)))
+        out.append((call.get("id") or f"functions.{fn['name']}:{i}", args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)))
     return out
 
 
-def naive_render(msg: Message) -> str:
+def naive_render(msg: Message, thinking: bool = True) -> str:
     """How a pipeline renders the turn by hand (the same text as ``render_assistant_turn`` for K2.5)."""
     reasoning, content = _text(msg.get("reasoning_content")), _text(msg.get("content"))
+    if not thinking:
+        return _render_body("", content, msg, thinking_block=False)
+    return _render_body(reasoning, content, msg, thinking_block=True)
+
+
+def _render_body(reasoning: str, content: str, msg: Message, *, thinking_block: bool) -> str:
     truncated = msg.get("finish_reason") == "length"
     calls = _calls(msg)
     parts = [reasoning]
-    if not (truncated and not content and not calls and reasoning):
+    if thinking_block and not (truncated and not content and not calls and reasoning):
         parts.append("</think>")
     parts.append(content)
     if calls:
@@ -75,8 +85,8 @@ def naive_render(msg: Message) -> str:
 def make_naive(enc: tiktoken.Encoding) -> Method:
     encode = enc.encode_ordinary
 
-    def naive(msg: Message) -> list[int]:
-        text = naive_render(msg)
+    def naive(msg: Message, thinking: bool = True) -> list[int]:
+        text = naive_render(msg, thinking)
         ended = text.endswith("<|im_end|>")
         body = text[: -len("<|im_end|>")] if ended else text
         reasoning, sep, rest = body.partition("</think>")
@@ -92,12 +102,12 @@ def make_naive(enc: tiktoken.Encoding) -> Method:
 
 
 def _make_careful(encode: Callable[[str], list[int]]) -> Method:
-    def careful(msg: Message) -> list[int]:
+    def careful(msg: Message, thinking: bool = True) -> list[int]:
         reasoning, content = _text(msg.get("reasoning_content")), _text(msg.get("content"))
         truncated = msg.get("finish_reason") == "length"
         calls = _calls(msg)
-        ids = encode(reasoning) if reasoning else []
-        if not (truncated and not content and not calls and reasoning):
+        ids = encode(reasoning) if reasoning and thinking else []
+        if thinking and not (truncated and not content and not calls and reasoning):
             ids.append(THINK_END_ID)
         if content:
             ids += encode(content)

@@ -2,6 +2,8 @@
 
 from .audit import AuditReport, assert_special_tokens_ok, audit_ids, audit_special_tokens
 from .chat_template import render_chat_template
+from .compare import Comparison, compare_ids, is_canonical
+from .dataset import DatasetAudit, RecordResult, audit_dataset, audit_record, reconstruct_records
 from .errors import InvalidInputError, InvalidTurnError, KimiReconError, TokenizerLoadError, UnknownSpecialTokenError
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag, ToolCall
@@ -19,6 +21,8 @@ __all__ = [
     "AssistantTurn",
     "AuditReport",
     "ChatProfile",
+    "Comparison",
+    "DatasetAudit",
     "Flag",
     "InvalidInputError",
     "InvalidTurnError",
@@ -27,6 +31,7 @@ __all__ = [
     "LogprobsError",
     "ReasoningDroppedWarning",
     "Reconstruction",
+    "RecordResult",
     "RenderedTurn",
     "SpecialToken",
     "SpecialTokenRegistry",
@@ -35,13 +40,18 @@ __all__ = [
     "TrainingSample",
     "UnknownSpecialTokenError",
     "assert_special_tokens_ok",
+    "audit_dataset",
     "audit_ids",
+    "audit_record",
     "audit_special_tokens",
     "build_training_sample",
+    "compare_ids",
     "get_profile",
     "ids_from_logprobs",
+    "is_canonical",
     "load_tokenizer",
     "reconstruct_output_ids",
+    "reconstruct_records",
     "render_assistant_turn",
     "render_chat_template",
     "render_prompt",

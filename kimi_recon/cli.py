@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from .errors import KimiReconError
+from .errors import InvalidInputError, KimiReconError
 
 
 def _tokenizer(args: argparse.Namespace) -> Any:
@@ -33,47 +33,54 @@ def cmd_audit_tokens(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
-def _open_out(path: str | None) -> TextIO:
-    return open(path, "w", encoding="utf-8") if path and path != "-" else sys.stdout
+def _open_out(path: str) -> TextIO:
+    return open(path, "w", encoding="utf-8") if path != "-" else sys.stdout
+
+
+def _write_rows(path: str, rows: Iterator[dict[str, Any]], what: str) -> int:
+    """Write one JSON row per input record (errors included, as rows with an ``error``); exit 1 if any failed."""
+    done = failed = 0
+    out = _open_out(path)
+    try:
+        for row in rows:
+            failed += row.get("error") is not None
+            done += 1
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print(f"{what} {done - failed} of {done} records; {failed} recorded as errors", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_reconstruct(args: argparse.Namespace) -> int:
-    from .dataset import iter_jsonl, reconstruct_record
+    from .dataset import reconstruct_records
 
-    tok = _tokenizer(args)
-    done = failed = 0
-    out = _open_out(args.output)
-    try:
-        for line_no, record in iter_jsonl(args.input):
-            row = reconstruct_record(record, line_no, tokenizer=tok, profile=args.profile, thinking=not args.no_thinking)
-            failed += "error" in row
-            done += 1
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
-    print(f"reconstructed {done - failed} of {done} records; {failed} recorded as errors", file=sys.stderr)
-    return 1 if failed else 0
+    results = reconstruct_records(
+        args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=None
+    )
+    return _write_rows(args.output, (r.to_dict() for r in results), "reconstructed")
 
 
 def cmd_build_samples(args: argparse.Namespace) -> int:
-    from .dataset import iter_jsonl
-    from .training import sample_row
+    from .dataset import iter_jsonl, record_id
+    from .training import sample_from_record
 
     tok = _tokenizer(args)
-    done = failed = 0
-    out = _open_out(args.output)
-    try:
-        for line_no, record in iter_jsonl(args.input):
-            row = sample_row(record, line_no, tokenizer=tok, profile=args.profile, thinking=not args.no_thinking)
-            failed += "error" in row
-            done += 1
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
-    print(f"built {done - failed} of {done} samples; {failed} recorded as errors", file=sys.stderr)
-    return 1 if failed else 0
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for line, record in iter_jsonl(args.input):
+            if isinstance(record, InvalidInputError):
+                yield {"line": line, "id": None, "error": str(record)}
+                continue
+            try:
+                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking)
+            except InvalidInputError as err:
+                yield {"line": line, "id": record_id(record), "error": str(err)}
+            else:
+                yield {"line": line, "id": record_id(record), **sample.to_dict(), "error": None}
+
+    return _write_rows(args.output, rows(), "built samples for")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -116,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_format(with_tokenizer(sub.add_parser("reconstruct", help="responses JSONL -> output ids JSONL")))
     p.add_argument("input")
     p.add_argument("-o", "--output", default="-")
+    p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.set_defaults(func=cmd_reconstruct)
 
     p = with_format(with_tokenizer(sub.add_parser("audit", help="round-trip audit of responses against reference ids")))

@@ -119,3 +119,33 @@ def build_training_sample(
         prompt_len=len(prompt_ids),
         flags=output.flags,
     )
+
+
+def sample_from_record(
+    record: Mapping[str, Any],
+    tokenizer: KimiTokenizer | None = None,
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+) -> TrainingSample:
+    """A training sample from one record: ``messages``, optional ``tools``, and the response (under
+    ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it); the record's own
+    ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id."""
+    from .dataset import record_id, response_of, turn_from_response
+
+    try:
+        messages = record.get("messages")
+        if not isinstance(messages, list):
+            raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
+        key, response = response_of(record)
+        turn = turn_from_response(response, record, field=key)
+        return build_training_sample(
+            messages,
+            turn,
+            record.get("tools"),
+            record.get("profile") or profile,
+            bool(record.get("thinking", thinking)),
+            tokenizer,
+        )
+    except InvalidInputError as err:
+        raise err.with_sample(record_id(record)) from None

@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, settings
 
 from kimi_recon import KimiTokenizer, load_tokenizer
 
+pytest_plugins = ["pytester"]
+
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden"
 OFFICIAL = GOLDEN / "official-k2.5-dev"

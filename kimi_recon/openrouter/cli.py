@@ -83,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-fsync", action="store_true", help="do not fsync each row (faster; a power cut may lose recent rows)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``generate`` subcommand to the main CLI's subparsers."""
     p = subparsers.add_parser(
         "generate",

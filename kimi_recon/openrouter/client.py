@@ -16,12 +16,12 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import InvalidResponseError, OpenRouterError, redact
-from .parse import assemble_stream, error_from_object, is_retryable_code
+from .parse import assemble_stream, error_from_object, is_retryable_code, iter_sse_lines
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -120,7 +120,8 @@ def fetch(client: OpenAI, kwargs: Mapping[str, Any], *, secret: str | None = Non
         if stream:
             with client.chat.completions.with_streaming_response.create(**kwargs) as resp:
                 retries = resp.retries_taken
-                lines = _read_lines(resp.iter_lines())
+                lines = _read_lines(iter_sse_lines(resp.iter_bytes()))
+            _raise_if_plain_json_error(lines)
             return Fetched(assemble_stream(lines), retries, True)
         raw = client.chat.completions.with_raw_response.create(**kwargs)
         try:
@@ -137,19 +138,51 @@ def fetch(client: OpenAI, kwargs: Mapping[str, Any], *, secret: str | None = Non
         raise err.redacted(secret) from None
     except openai.APIStatusError as err:
         raise _status_error(err, secret) from None
-    except openai.APITimeoutError:
-        raise OpenRouterError("request timed out (after the SDK's retries)", code="timeout", kind="timeout") from None
+    except openai.APITimeoutError as err:
+        retries = _sdk_retries(err.request)
+        raise OpenRouterError(
+            f"request timed out ({retries} retries)", code="timeout", kind="timeout", retries=retries
+        ) from None
     except openai.APIConnectionError as err:
+        retries = _sdk_retries(err.request)
         cause = redact(str(err.__cause__ or err), secret)
-        raise OpenRouterError(f"connection failed (after the SDK's retries): {cause}", code="connection", kind="connection") from None
+        raise OpenRouterError(
+            f"connection failed ({retries} retries): {cause}", code="connection", kind="connection", retries=retries
+        ) from None
 
 
-def _read_lines(lines: Any) -> list[str]:
-    """Every SSE line; a stall or a drop mid-stream becomes a retryable stream error."""
+def _sdk_retries(request: Any) -> int | None:
+    """How many retries the SDK had made when it gave up: it numbers each attempt in a request header."""
+    try:
+        return int(request.headers.get("x-stainless-retry-count"))
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _raise_if_plain_json_error(lines: list[str]) -> None:
+    """A stream request can still be answered with a plain JSON error body (no ``data:`` lines)."""
+    if any(line.startswith("data:") for line in lines):
+        return
+    try:
+        body = json.loads("\n".join(lines))
+    except ValueError:
+        return  # assemble_stream reports the empty stream
+    if isinstance(body, Mapping) and body.get("error") is not None:
+        raise error_from_object(body["error"], kind="body", response=body)
+
+
+def _read_lines(lines: Iterator[str]) -> list[str]:
+    """Every SSE line; a stall or a drop mid-stream becomes a retryable stream error.
+
+    The lines come from :func:`iter_sse_lines` over raw bytes, not from the SDK's ``iter_lines``:
+    that one splits at U+2028 and friends, which can sit unescaped inside a chunk's JSON.
+    """
     got: list[str] = []
     try:
         for line in lines:
             got.append(line)
+    except UnicodeDecodeError as err:
+        raise InvalidResponseError(f"stream is not UTF-8 ({err})", field="stream") from None
     except _timeout_types():
         raise OpenRouterError(
             f"stream stalled after {len(got)} lines (read timeout)", code="timeout", kind="stream", retryable=True
@@ -182,6 +215,7 @@ def _status_error(err: Any, secret: str | None) -> OpenRouterError:
         kind="http",
         metadata=redact(metadata, secret),
         retryable=is_retryable_code(status),
+        retries=_sdk_retries(err.response.request if err.response is not None else None),
     )
 
 

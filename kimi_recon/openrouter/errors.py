@@ -18,14 +18,14 @@ from ..errors import InvalidTurnError, KimiReconError
 
 REDACTED = "[REDACTED]"
 
+#: Shorter "secrets" are not scrubbed: a real OpenRouter key is ~70 characters, while scrubbing a
+#: one-letter string would rewrite every word of every row that contains that letter.
+MIN_SECRET_LENGTH = 8
+
 
 def redact(value: Any, secret: str | None) -> Any:
-    """``value`` with every occurrence of ``secret`` replaced, recursing into JSON-like containers.
-
-    A key shorter than 8 characters is still scrubbed: a test key may be short, and over-scrubbing a
-    message is harmless while leaking a key is not.
-    """
-    if not secret:
+    """``value`` with every occurrence of ``secret`` replaced, recursing into JSON-like containers."""
+    if not secret or len(secret) < MIN_SECRET_LENGTH:
         return value
     if isinstance(value, str):
         return value.replace(secret, REDACTED)
@@ -42,7 +42,8 @@ class OpenRouterError(KimiReconError):
     ``code`` is the HTTP status or OpenRouter's ``error.code`` (an int such as 429 or 502, or a string
     such as ``"server_error"`` or ``"timeout"``); ``message`` is the human text; ``kind`` says where it
     came from (``http``, ``body``, ``stream``, ``timeout``, ``connection``); ``retryable`` whether trying
-    again may help; ``response`` what had arrived before the error (a partial stream), when anything had.
+    again may help; ``response`` what had arrived before the error (a partial stream), when anything had;
+    ``retries`` how many times the SDK had already retried the request, when known.
     """
 
     def __init__(
@@ -55,6 +56,7 @@ class OpenRouterError(KimiReconError):
         metadata: Mapping[str, Any] | None = None,
         response: Mapping[str, Any] | None = None,
         retryable: bool = False,
+        retries: int | None = None,
     ) -> None:
         self.message = message
         self.code = code
@@ -63,6 +65,7 @@ class OpenRouterError(KimiReconError):
         self.metadata: Mapping[str, Any] = dict(metadata or {})
         self.response = response
         self.retryable = retryable
+        self.retries = retries
         super().__init__(self._describe())
 
     def _describe(self) -> str:
@@ -79,6 +82,7 @@ class OpenRouterError(KimiReconError):
             "metadata": self.metadata,
             "response": self.response,
             "retryable": self.retryable,
+            "retries": self.retries,
         }
         fields.update(changes)
         message = fields.pop("message")

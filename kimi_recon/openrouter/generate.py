@@ -11,6 +11,7 @@ row at all, and the next run sends it again.
 
 from __future__ import annotations
 
+import importlib
 import queue
 import sys
 import threading
@@ -119,6 +120,7 @@ def _fetch_one(
     kwargs = request_kwargs(prompt, options)
     offset = count_tool_calls(prompt.messages)
     last: list[Fetched] = []  # the latest response received, kept for the error row
+    adapter_retries = [0]  # retries after an HTTP 200 (see retry_after_200)
     start = time.monotonic()
 
     def attempt() -> tuple[Fetched, AssistantTurn]:
@@ -126,25 +128,32 @@ def _fetch_one(
         last[:] = [fetched]
         return fetched, turn_from_response(fetched.response, call_index_offset=offset, sample=prompt.id)
 
-    def call(extra_retries: int = 0) -> CallInfo:
-        sdk = last[0].retries if last else 0
-        return CallInfo(retries=sdk + extra_retries, elapsed_s=time.monotonic() - start, stream=options.stream)
+    def call(sdk_retries: int | None = None) -> CallInfo:
+        """Retries: the SDK's for the last attempt, plus the attempts made after an HTTP 200."""
+        if sdk_retries is None:
+            sdk_retries = last[0].retries if last else 0
+        return CallInfo(retries=sdk_retries + adapter_retries[0], elapsed_s=time.monotonic() - start, stream=options.stream)
+
+    def count(_: OpenRouterError) -> None:
+        adapter_retries[0] += 1
+        last.clear()  # the SDK retries of a superseded attempt are not those of the next one
 
     try:
-        (fetched, turn), retries = retry_after_200(
-            attempt, max_retries=config.max_retries, base_delay=config.retry_base_delay
+        (fetched, turn), _ = retry_after_200(
+            attempt, max_retries=config.max_retries, base_delay=config.retry_base_delay, on_retry=count
         )
     except OpenRouterError as err:
         err = err.redacted(secret).with_prompt_id(prompt.id)
         response = dict(err.response) if err.response is not None else (last[0].response if last else None)
-        return _Outcome(prompt, response=response, error=err.to_dict(), call=call())
+        return _Outcome(prompt, response=response, error=err.to_dict(), call=call(err.retries))
     except InvalidResponseError as err:
-        error = {"type": "invalid_response", "code": None, "message": redact(str(err), secret), "field": err.field}
+        named = err.with_sample(prompt.id)
+        error = {"type": "invalid_response", "code": None, "message": redact(str(named), secret), "field": err.field}
         return _Outcome(prompt, response=last[0].response if last else None, error=error, call=call())
     except Exception as err:  # a bug or an unforeseen transport failure must still leave a row
         message = redact(f"prompt {prompt.id!r}: {type(err).__name__}: {err}", secret)
         return _Outcome(prompt, response=last[0].response if last else None, error={"type": "internal", "code": None, "message": message}, call=call())
-    return _Outcome(prompt, response=fetched.response, turn=turn, call=call(retries))
+    return _Outcome(prompt, response=fetched.response, turn=turn, call=call())
 
 
 def _row_for(
@@ -183,7 +192,8 @@ def run_generate(
     ``client`` and ``reconstructor`` replace the defaults (an SDK client from the config; kimi-recon's
     reconstruction with the configured profile and tokenizer), e.g. in tests.
     """
-    from tqdm import tqdm
+    # Through importlib: tqdm ships no type information here, and the result is used as Any either way.
+    tqdm: Any = importlib.import_module("tqdm").tqdm
 
     err_stream = stderr if stderr is not None else sys.stderr
     options = config.options
@@ -221,7 +231,7 @@ def run_generate(
         spent = 0.0
         tokens = 0
         started = time.monotonic()
-        bar = tqdm(total=len(todo), unit="prompt", file=err_stream, disable=not config.progress, dynamic_ncols=True)
+        bar = tqdm(total=len(todo), unit="prompt", file=err_stream, disable=not (config.progress and todo), dynamic_ncols=True)
 
         def write(row: dict[str, Any]) -> None:
             nonlocal spent, tokens
@@ -312,7 +322,13 @@ def _dispatch(
             except queue.Empty:
                 continue
             in_flight -= 1
-            write(_row_for(outcome, options, config, rebuild, secret))
+            try:
+                row = _row_for(outcome, options, config, rebuild, secret)
+            except Exception as err:  # never lose a prompt to a bug in row building
+                message = redact(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", secret)
+                error = {"type": "internal", "code": None, "message": message}
+                row = error_row(outcome.prompt.id, options.model, error, line=outcome.prompt.line, response=outcome.response)
+            write(row)
     finally:
         for _ in range(n_workers):
             work.put(None)

@@ -33,6 +33,17 @@ except ImportError:  # pragma: no cover - not exercised on Linux
     fcntl = None  # type: ignore[assignment]
 
 
+#: Characters JSON may leave raw inside strings but that many line readers (``str.splitlines``,
+#: JavaScript) treat as line breaks; escaping them keeps one row per line for every reader.
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_LINE_BREAKS_TABLE = str.maketrans(_LINE_BREAKS)
+
+
+def to_json_line(row: Any) -> str:
+    """``row`` as one line of JSON: UTF-8 text kept readable, every possible line break escaped."""
+    return json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS_TABLE)
+
+
 class OutputLockedError(InvalidInputError):
     """Another process is writing the same output file."""
 
@@ -134,7 +145,7 @@ class OutputFile:
         """Write one row as one line, durably."""
         if self._fd is None:
             raise RuntimeError("output file is not open")
-        data = (json.dumps(redact(row, self._secret), ensure_ascii=False) + "\n").encode("utf-8")
+        data = (to_json_line(redact(row, self._secret)) + "\n").encode("utf-8")
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)

@@ -25,6 +25,7 @@ __all__ = [
     "error_from_object",
     "is_model_call_id",
     "is_retryable_code",
+    "iter_sse_lines",
     "iter_stream_chunks",
     "model_call_id",
     "replace_foreign_call_ids",
@@ -412,6 +413,34 @@ def _logprobs(raw: object, where: str, sample: object) -> tuple[Mapping[str, Any
 # Streams
 
 
+#: SSE ends a line at CR, LF or CRLF and nowhere else. ``str.splitlines`` (and so httpx's
+#: ``iter_lines``) also splits at U+0085, U+2028, U+2029, which JSON leaves unescaped inside strings:
+#: a model that writes one of them would have its chunk cut in two.
+_SSE_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def iter_sse_lines(data: Iterable[bytes]) -> Iterator[str]:
+    """SSE lines from raw body bytes as they arrive (chunk boundaries anywhere, even inside a UTF-8
+    character or between CR and LF), split only where SSE splits."""
+    buffer = b""
+    for block in data:
+        buffer += block
+        while True:
+            cr, lf = buffer.find(b"\r"), buffer.find(b"\n")
+            if cr < 0 and lf < 0:
+                break
+            if lf >= 0 and (cr < 0 or lf < cr):
+                line, buffer = buffer[:lf], buffer[lf + 1 :]
+            elif cr == len(buffer) - 1:
+                break  # a CR at the end may be the first half of CRLF: wait for the next block
+            else:
+                line = buffer[:cr]
+                buffer = buffer[cr + 2 :] if buffer[cr + 1 : cr + 2] == b"\n" else buffer[cr + 1 :]
+            yield line.decode("utf-8")
+    if buffer:
+        yield buffer.rstrip(b"\r").decode("utf-8")
+
+
 def iter_stream_chunks(chunks: Iterable[Any]) -> Iterator[Mapping[str, Any] | None]:
     """The chunk objects in ``chunks``, then ``None`` if a ``data: [DONE]`` line was seen.
 
@@ -442,7 +471,7 @@ def iter_stream_chunks(chunks: Iterable[Any]) -> Iterator[Mapping[str, Any] | No
         if isinstance(item, bytes):
             item = item.decode("utf-8")
         if isinstance(item, str):
-            for line in item.splitlines() or [""]:
+            for line in _SSE_EOL.split(item):
                 if line == "":
                     yield from flush()
                 elif line.startswith(":"):

@@ -1,0 +1,849 @@
+"""Reconstruction speed against its limits, in one run.
+
+    python benchmarks/run_all.py --quick     # CI: a few seconds, small corpus, prints the ratios
+    python benchmarks/run_all.py             # full: >= 20 MB of generated text
+
+Everything is measured on the fixed synthetic corpus of :mod:`benchmarks.corpus` and reported as
+ratios against baselines measured in the same run (interleaved rounds, best of N, so a noisy machine
+hurts both sides alike):
+
+1. throughput of ``reconstruct_output_ids`` against raw ``tiktoken.Encoding.encode(text,
+   allowed_special="all")`` of the same rendered strings (the floor; target >= 0.9x);
+2. the piecewise methods of :mod:`benchmarks.baselines`: speed and exactness side by side, on the
+   corpus and on the official golden turns when ``tests/data`` is there;
+3. when (1) misses its target: a cProfile of the hot path, the cost of each overhead, and the speed
+   with the prototype fixes of :mod:`benchmarks.proposals` (ids checked identical);
+4. dataset mode on all cores against one core (target >= 1.7x on 2 cores), next to the machine's own
+   ceiling (raw encode on N processes against one) and the core's (``reconstruct_output_ids``);
+5. tokenizer load time (target < 0.5 s), in fresh processes;
+6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
+   (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
+
+Results go to ``benchmarks/results/`` (git-ignored): ``<mode>.json`` and ``<mode>.md``. JSONL inputs
+go to a temp dir unless ``--keep-jsonl``. Targets are reported, never asserted; the exit status is
+non-zero only when a correctness check fails (or, with ``--strict``, when a target is missed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import gc
+import io
+import json
+import multiprocessing
+import os
+import platform
+import pstats
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tiktoken
+
+from benchmarks import baselines, corpus, proposals
+from kimi_recon import KimiTokenizer, load_tokenizer
+from kimi_recon.models import AssistantTurn
+from kimi_recon.reconstruct import reconstruct_output_ids
+from kimi_recon.render import render_assistant_turn, render_turn, special_texts_in
+from kimi_recon.tokenizer import MAX_RUN_CHARS, official_chunks
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PROBE = HERE / "probe.py"
+GOLDEN = ROOT / "tests" / "data" / "golden" / "official-k2.5-dev"
+
+TARGET_RAW_RATIO = 0.9
+TARGET_PARALLEL = 1.7
+TARGET_LOAD_S = 0.5
+TARGET_CORE_RSS_MB = 200.0
+TARGET_FLAT = 1.10  # peak RSS at 4x over peak at 1x
+PERTURB_EVERY = 50  # every 50th record's reference ids get a non-canonical BPE split
+
+Record = dict[str, Any]
+
+
+@dataclass
+class Config:
+    quick: bool
+    size_bytes: int
+    rounds: int
+    scaling_rounds: int
+    audit_rounds: int
+    load_runs: int
+    workers: int
+    seed: int
+    out: Path | None
+    keep_jsonl: bool
+    profile: bool
+    skip: frozenset[str]
+    strict: bool
+    command: str
+
+
+@dataclass
+class Report:
+    """Everything measured, printed as it comes and saved as JSON and markdown."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    md: list[str] = field(default_factory=list)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def section(self, title: str) -> None:
+        print(f"\n== {title} ==", flush=True)
+        self.md.append(f"\n### {title}\n")
+
+    def line(self, text: str) -> None:
+        print(text, flush=True)
+        self.md.append(text + "\n")
+
+    def table(self, headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+        cells = [[_cell(v) for v in row] for row in rows]
+        widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        print(fmt.format(*headers))
+        for r in cells:
+            print(fmt.format(*r))
+        self.md.append("\n| " + " | ".join(headers) + " |\n|" + "|".join("---" for _ in headers) + "|\n")
+        self.md.extend("| " + " | ".join(r) + " |\n" for r in cells)
+        self.md.append("\n")
+        sys.stdout.flush()
+
+    def target(self, name: str, value: float | None, goal: str, ok: bool | None, unit: str = "") -> None:
+        self.targets.append({"target": name, "value": value, "goal": goal, "met": ok, "unit": unit})
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
+    return str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Machine and timing helpers
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+
+    def run(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {
+        "cpu_model": cpu or platform.processor(),
+        "nproc": run(["nproc"]) or str(os.cpu_count()),
+        "free_h": run(["free", "-h"]),
+        "python": sys.version.split()[0],
+        "tiktoken": getattr(tiktoken, "__version__", "?"),
+        "platform": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+class CpuMonitor:
+    """How much of the machine's CPU went elsewhere during a block: hypervisor steal and other processes.
+
+    Reads the ``cpu`` line of ``/proc/stat`` (Linux) and this process's ``os.times()`` (its own and its
+    reaped children's CPU). Shares are of the machine's capacity, wall time x cores.
+    """
+
+    def __init__(self) -> None:
+        self.steal_share: float | None = None
+        self.foreign_share: float | None = None
+
+    @staticmethod
+    def _stat() -> tuple[float, float] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as fh:
+                parts = fh.readline().split()
+        except OSError:
+            return None
+        hz = os.sysconf("SC_CLK_TCK")
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) / hz for v in parts[1:9])
+        return user + nice + system + irq + softirq, steal
+
+    @staticmethod
+    def _ours() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def __enter__(self) -> CpuMonitor:
+        self._t0, self._s0, self._o0 = time.perf_counter(), self._stat(), self._ours()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        s1 = self._stat()
+        if self._s0 is None or s1 is None:
+            return
+        capacity = (time.perf_counter() - self._t0) * (os.cpu_count() or 1)
+        busy, steal = s1[0] - self._s0[0], s1[1] - self._s0[1]
+        self.steal_share = steal / capacity
+        self.foreign_share = max(0.0, busy - (self._ours() - self._o0)) / capacity
+
+    def describe(self) -> str:
+        if self.steal_share is None or self.foreign_share is None:
+            return "CPU contention: unknown (no /proc/stat)"
+        return (f"CPU contention during this section: hypervisor steal {self.steal_share:.1%}, "
+                f"other processes {self.foreign_share:.1%} of the machine's capacity")
+
+
+def best_of(funcs: Mapping[str, Callable[[], object]], rounds: int, seed: int) -> dict[str, list[float]]:
+    """Wall times of each function over ``rounds`` interleaved rounds (order shuffled every round)."""
+    times: dict[str, list[float]] = {name: [] for name in funcs}
+    order = list(funcs)
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for name in order:
+            gc.collect()
+            t0 = time.perf_counter()
+            funcs[name]()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def _consume(f: Callable[[Any], object], items: Sequence[Any]) -> Callable[[], None]:
+    def run() -> None:
+        for x in items:
+            f(x)
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# 1-2. Throughput and exactness
+
+
+def bench_throughput(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequence[Record], texts: Sequence[str], n_tokens: int) -> None:
+    rep.section("Throughput: reconstruct_output_ids against raw tiktoken and the piecewise methods")
+    enc = tok.encoding
+    msgs = [r["response"] for r in records]
+    meth = baselines.methods(tok)
+    funcs: dict[str, Callable[[], object]] = {
+        "raw tiktoken encode (floor)": _consume(lambda t: enc.encode(t, allowed_special="all"), texts),
+        "KimiTokenizer.encode (rendered text)": _consume(tok.encode, texts),
+        "reconstruct_output_ids": _consume(lambda m: reconstruct_output_ids(m, tok), msgs),
+        "piecewise naive": _consume(meth["naive"], msgs),
+        "piecewise careful": _consume(meth["careful"], msgs),
+        "piecewise careful_chunked": _consume(meth["careful_chunked"], msgs),
+    }
+    times = best_of(funcs, cfg.rounds, cfg.seed)
+    mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    raw = min(times["raw tiktoken encode (floor)"])
+    rows = []
+    out = {}
+    for name, ts in times.items():
+        best = min(ts)
+        out[name] = {"best_s": best, "median_s": statistics.median(ts), "all_s": ts, "ratio_vs_raw": raw / best}
+        rows.append([name, best, statistics.median(ts), mb / best, n_tokens / best / 1e6, f"{raw / best:.3f}x"])
+    rep.table(["method", "best s", "median s", "MB/s", "Mtok/s", "throughput vs raw"], rows)
+    ratio = raw / min(times["reconstruct_output_ids"])
+    rep.line(f"reconstruct_output_ids = {ratio:.3f}x raw (target >= {TARGET_RAW_RATIO}x): {'met' if ratio >= TARGET_RAW_RATIO else 'MISSED'}")
+    rep.target("reconstruct_output_ids throughput vs raw tiktoken", ratio, f">= {TARGET_RAW_RATIO}x", ratio >= TARGET_RAW_RATIO, "x")
+
+    # By rendered length: the official chunking only runs on texts longer than MAX_RUN_CHARS.
+    buckets = {
+        f"<= {MAX_RUN_CHARS:,} chars": [i for i, t in enumerate(texts) if len(t) <= MAX_RUN_CHARS],
+        f"> {MAX_RUN_CHARS:,} chars": [i for i, t in enumerate(texts) if len(t) > MAX_RUN_CHARS],
+    }
+    brows = []
+    by_bucket = {}
+    for label, idx in buckets.items():
+        if not idx:
+            continue
+        bt = [texts[i] for i in idx]
+        bm = [msgs[i] for i in idx]
+        t2 = best_of(
+            {
+                "raw": _consume(lambda t: enc.encode(t, allowed_special="all"), bt),
+                "reconstruct": _consume(lambda m: reconstruct_output_ids(m, tok), bm),
+            },
+            cfg.rounds,
+            cfg.seed + 1,
+        )
+        share = sum(len(t) for t in bt) / sum(len(t) for t in texts)
+        r = min(t2["raw"]) / min(t2["reconstruct"])
+        by_bucket[label] = {"turns": len(idx), "char_share": share, "raw_s": min(t2["raw"]), "reconstruct_s": min(t2["reconstruct"]), "ratio": r}
+        brows.append([label, len(idx), f"{share:.1%}", min(t2["raw"]), min(t2["reconstruct"]), f"{r:.3f}x"])
+    rep.line("\nBy rendered length:")
+    rep.table(["turns", "n", "share of text", "raw s", "reconstruct s", "ratio"], brows)
+    rep.data["throughput"] = {"methods": out, "text_mb": mb, "tokens": n_tokens, "ratio_vs_raw": ratio, "by_length": by_bucket}
+
+
+def bench_exactness(rep: Report, tok: KimiTokenizer, records: Sequence[Record], refs: Sequence[list[int]]) -> None:
+    rep.section("Exactness: piecewise methods against the one-encode ids (synthetic corpus)")
+    meth = baselines.methods(tok)
+    kinds = sorted({r["kind"] for r in records}, key=lambda k: -sum(1 for r in records if r["kind"] == k))
+    counts = {name: dict.fromkeys(kinds, 0) for name in ["reconstruct_output_ids", *meth]}
+    total = dict.fromkeys(kinds, 0)
+    for r, ref in zip(records, refs):
+        total[r["kind"]] += 1
+        counts["reconstruct_output_ids"][r["kind"]] += 1  # ref is its own output
+        for name, f in meth.items():
+            counts[name][r["kind"]] += f(r["response"]) == ref
+    rows = []
+    for name, per in counts.items():
+        n_ok = sum(per.values())
+        rows.append([name, f"{n_ok}/{len(records)}", *(f"{per[k]}/{total[k]}" for k in kinds)])
+    rep.table(["method", "exact", *kinds], rows)
+    rep.line(
+        "Reference: one encode of the rendered turn with the official chunking (what reconstruct_output_ids returns; "
+        "the golden official turns below check that this equals Moonshot's tokenizer)."
+    )
+    rep.data["exactness_synthetic"] = {"per_kind_total": total, "exact": counts}
+
+
+def bench_golden(rep: Report, tok: KimiTokenizer) -> None:
+    files = [GOLDEN / "turns.jsonl", GOLDEN / "turns_adversarial.jsonl"]
+    if not all(f.is_file() for f in files):
+        rep.line("golden official turns not found; skipped")
+        return
+    rep.section("Exactness on the official golden turns (ids from Moonshot's own tokenizer code)")
+    meth = baselines.methods(tok)
+    rows = []
+    result: dict[str, Any] = {}
+    for path in files:
+        cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        ok = {"reconstruct_output_ids": 0, **dict.fromkeys(meth, 0)}
+        tool_ok = {"reconstruct_output_ids": 0, **dict.fromkeys(meth, 0)}
+        n_tool = sum(1 for c in cases if c["turn"].get("tool_calls"))
+        for c in cases:
+            thinking = bool(c["thinking"])
+            got = {"reconstruct_output_ids": reconstruct_output_ids(c["turn"], tok, thinking=thinking).ids}
+            got.update({name: f(c["turn"], thinking) for name, f in meth.items()})
+            for name, ids in got.items():
+                hit = ids == c["output_ids"]
+                ok[name] += hit
+                if c["turn"].get("tool_calls"):
+                    tool_ok[name] += hit
+        if ok["reconstruct_output_ids"] != len(cases):
+            rep.failures.append(f"reconstruct_output_ids misses {len(cases) - ok['reconstruct_output_ids']} golden turns in {path.name}")
+        for name in ok:
+            rows.append([path.name, name, f"{ok[name]}/{len(cases)}", f"{tool_ok[name]}/{n_tool}"])
+        result[path.name] = {"cases": len(cases), "tool_call_cases": n_tool, "exact": ok, "exact_tool_calls": tool_ok}
+    rep.table(["file", "method", "exact", "of which tool-call turns"], rows)
+    rep.data["exactness_golden"] = result
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Profile and prototype fixes
+
+
+def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequence[Record], texts: Sequence[str], refs: Sequence[list[int]]) -> None:
+    rep.section("Where the time goes (reconstruct_output_ids over the corpus)")
+    msgs = [r["response"] for r in records]
+    enc = tok.encoding
+    prof = cProfile.Profile()
+    prof.enable()
+    for m in msgs:
+        reconstruct_output_ids(m, tok)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+    top = "\n".join(line for line in buf.getvalue().splitlines() if line.strip())
+    top = top[top.find("ncalls") :] if "ncalls" in top else top
+    print(top)
+    rep.md.append("\n```text\n" + top + "\n```\n")
+
+    turns = [AssistantTurn.from_message(m) for m in msgs]
+    fields = [s.text for t in turns for s in render_turn(t).segments if s.field is not None]
+    long_texts = [t for t in texts if len(t) > MAX_RUN_CHARS]
+    present = [set(special_texts_in(t)) for t in texts]
+    all_specials = enc.special_tokens_set
+    parts: dict[str, Callable[[], object]] = {
+        "raw encode, allowed_special='all' (the floor)": _consume(lambda t: enc.encode(t, allowed_special="all"), texts),
+        "raw encode, allowed_special=present specials only": _consume(
+            lambda tp: enc.encode(tp[0], allowed_special=tp[1], disallowed_special=()), list(zip(texts, present))
+        ),
+        "AssistantTurn.from_message": _consume(AssistantTurn.from_message, msgs),
+        "render_turn (incl. special_texts_in)": _consume(render_turn, turns),
+        "special_texts_in over every field": _consume(special_texts_in, fields),
+        "special_texts_in, '<'/'[' prefilter": _consume(proposals.special_texts_in_prefiltered, fields),
+        "official_chunks (texts > 25k chars)": _consume(lambda t: list(official_chunks(t)), long_texts),
+        "fast_official_chunks (texts > 25k chars)": _consume(lambda t: list(proposals.fast_official_chunks(t)), long_texts),
+        "per-call set conversion: 1 encode('', 'all') per turn": _consume(lambda _: enc.encode("", allowed_special=all_specials), texts),
+    }
+    times = best_of(parts, cfg.rounds, cfg.seed + 2)
+    raw = min(times["raw encode, allowed_special='all' (the floor)"])
+    rows = [[name, min(ts) * 1e3, f"{min(ts) / raw:.1%}"] for name, ts in times.items()]
+    rep.table(["component", "best ms", "% of raw encode"], rows)
+
+    # Checks that the prototypes are exact, then the end-to-end speed with them applied.
+    for t, p in zip(texts, present):
+        if len(t) > MAX_RUN_CHARS and list(official_chunks(t)) != list(proposals.fast_official_chunks(t)):
+            rep.failures.append("fast_official_chunks differs from official_chunks")
+            break
+    for f in fields:
+        if special_texts_in(f) != proposals.special_texts_in_prefiltered(f):
+            rep.failures.append("special_texts_in_prefiltered differs")
+            break
+    with proposals.patched():
+        patched_ids = [reconstruct_output_ids(m, tok).ids for m in msgs]
+    same = sum(a == b for a, b in zip(patched_ids, refs))
+    del patched_ids
+    if same != len(refs):
+        rep.failures.append(f"patched reconstruct differs on {len(refs) - same} records")
+
+    def patched_run() -> None:
+        with proposals.patched():
+            for m in msgs:
+                reconstruct_output_ids(m, tok)
+
+    e2e = best_of(
+        {
+            "raw": _consume(lambda t: enc.encode(t, allowed_special="all"), texts),
+            "reconstruct (as shipped)": _consume(lambda m: reconstruct_output_ids(m, tok), msgs),
+            "reconstruct + proposals 1-4": patched_run,
+        },
+        cfg.rounds,
+        cfg.seed + 3,
+    )
+    raw2 = min(e2e["raw"])
+    rows = [[name, min(ts), f"{raw2 / min(ts):.3f}x"] for name, ts in e2e.items()]
+    rep.line(f"\nWith the prototype fixes of benchmarks/proposals.py applied (ids identical on {same}/{len(refs)} records):")
+    rep.table(["run", "best s", "vs raw"], rows)
+    rep.data["profile"] = {
+        "components_ms": {k: min(v) * 1e3 for k, v in times.items()},
+        "patched": {k: min(v) for k, v in e2e.items()},
+        "patched_ratio": raw2 / min(e2e["reconstruct + proposals 1-4"]),
+        "shipped_ratio": raw2 / min(e2e["reconstruct (as shipped)"]),
+        "patched_identical": same,
+        "cprofile_top": top,
+    }
+
+
+def bench_audit_profile(rep: Report, tok: KimiTokenizer, jsonl: Path, reconstruct_s: float | None) -> None:
+    audit = _audit_dataset()
+    if audit is None:
+        return
+    rep.section("Where audit_dataset's time goes (workers=1, 1x JSONL)")
+    t0 = time.perf_counter()
+    audit(jsonl, tok, workers=1, progress=False)
+    plain = time.perf_counter() - t0
+    prof = cProfile.Profile()
+    prof.enable()
+    result = audit(jsonl, tok, workers=1, progress=False)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+    top = buf.getvalue()
+    top = "\n".join(line for line in top[top.find("ncalls") :].splitlines() if line.strip())
+    print(top)
+    rep.md.append("\n```text\n" + top + "\n```\n")
+    n_check = sum(v[1] for k, v in pstats.Stats(prof).stats.items() if k[2] == "check_ids")  # type: ignore[attr-defined]
+    summary = getattr(result, "summary", None)
+    rep.line(
+        f"audit_dataset (unprofiled) {plain:.3f} s"
+        + (f" = {plain / reconstruct_s:.2f}x the time of reconstruct_output_ids over the same turns in memory" if reconstruct_s else "")
+        + f"; check_ids ran {n_check} times for {getattr(result, 'total', '?')} records"
+    )
+    if callable(summary):
+        text = summary()
+        print(text)
+        rep.md.append("\n```text\n" + text + "\n```\n")
+    rep.data["audit_profile"] = {"plain_s": plain, "check_ids_calls": n_check, "cprofile_top": top}
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Dataset mode: all cores against one
+
+_SHARED: dict[str, Any] = {}
+
+
+def _pool_task(args: tuple[str, int, int]) -> int:
+    """Run ``method`` over shard ``index`` of ``n`` (data inherited from the parent by fork)."""
+    method, index, n = args
+    tok: KimiTokenizer = _SHARED["tok"]
+    shard: list[int] = _SHARED["shards"][n][index]
+    done = 0
+    if method == "raw":
+        enc = tok.encoding
+        texts = _SHARED["texts"]
+        for i in shard:
+            done += len(enc.encode(texts[i], allowed_special="all"))
+    else:
+        msgs = _SHARED["msgs"]
+        for i in shard:
+            done += len(reconstruct_output_ids(msgs[i], tok).ids)
+    return done
+
+
+def _balanced_shards(sizes: Sequence[int], n: int) -> list[list[int]]:
+    shards: list[list[int]] = [[] for _ in range(n)]
+    load = [0] * n
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        k = load.index(min(load))
+        shards[k].append(i)
+        load[k] += sizes[i]
+    return shards
+
+
+def _audit_dataset() -> Callable[..., Any] | None:
+    try:
+        from kimi_recon.dataset import audit_dataset
+    except ImportError:
+        return None
+    return audit_dataset
+
+
+def bench_parallel(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequence[Record], texts: Sequence[str], jsonl: Path) -> None:
+    n = cfg.workers
+    rep.section(f"Dataset mode: {n} workers against 1 (machine has {os.cpu_count()} cores)")
+    if n < 2:
+        rep.line("only one core; skipped")
+        return
+    if "fork" not in multiprocessing.get_all_start_methods():
+        rep.line("no fork start method; machine/core ceilings skipped")
+        ceiling_rows: list[list[object]] = []
+    else:
+        _SHARED.update(tok=tok, texts=texts, msgs=[r["response"] for r in records])
+        sizes = [len(t) for t in texts]
+        _SHARED["shards"] = {1: [list(range(len(texts)))], n: _balanced_shards(sizes, n)}
+        ctx = multiprocessing.get_context("fork")
+        ceiling_rows = []
+        with ctx.Pool(1) as one, ctx.Pool(n) as many:
+            one.map(len, [[]])  # workers are up before timing starts
+            many.map(len, [[]] * n, chunksize=1)
+            funcs: dict[str, Callable[[], object]] = {}
+            for method in ("raw", "reconstruct"):
+                funcs[f"{method} 1"] = functools.partial(one.map, _pool_task, [(method, 0, 1)])
+                funcs[f"{method} {n}"] = functools.partial(many.map, _pool_task, [(method, i, n) for i in range(n)], 1)
+            times = best_of(funcs, cfg.scaling_rounds, cfg.seed + 4)
+        _SHARED.clear()
+        scaling = {}
+        for method, label in (("raw", "raw tiktoken encode (machine ceiling)"), ("reconstruct", "reconstruct_output_ids (core)")):
+            t1, tn = min(times[f"{method} 1"]), min(times[f"{method} {n}"])
+            scaling[method] = {"one_s": t1, "n_s": tn, "speedup": t1 / tn}
+            ceiling_rows.append([label, t1, tn, f"{t1 / tn:.2f}x"])
+        rep.data["parallel_pool"] = scaling
+
+    audit = _audit_dataset()
+    rows = list(ceiling_rows)
+    if audit is None:
+        rep.line("kimi_recon.dataset.audit_dataset is not importable; audit_dataset scaling skipped")
+    else:
+        n_records = len(records)
+        atimes = best_of(
+            {
+                "1": lambda: audit(jsonl, tok, workers=1, progress=False),
+                str(n): lambda: audit(jsonl, tok, workers=n, progress=False),
+            },
+            cfg.audit_rounds,
+            cfg.seed + 5,
+        )
+        t1, tn = min(atimes["1"]), min(atimes[str(n)])
+        rows.append(["audit_dataset (dataset mode)", t1, tn, f"{t1 / tn:.2f}x"])
+        speedup = t1 / tn
+        rep.data["audit_scaling"] = {"one_s": t1, "n_s": tn, "speedup": speedup, "records": n_records,
+                                     "records_per_s_1": n_records / t1, "records_per_s_n": n_records / tn,
+                                     "all_s": atimes}
+        rep.target(f"audit_dataset {n} workers vs 1", speedup, f">= {TARGET_PARALLEL}x on 2 cores", speedup >= TARGET_PARALLEL, "x")
+    rep.table(["work", "1 worker s", f"{n} workers s", "speedup"], rows)
+    if audit is not None:
+        a = rep.data["audit_scaling"]
+        rep.line(f"audit_dataset throughput: {a['records_per_s_1']:.0f} records/s on 1 worker, {a['records_per_s_n']:.0f} records/s on {n} "
+                 f"({a['records']} records, {rep.data['corpus']['text_bytes'] / 1e6:.1f} MB of text)")
+
+
+# ---------------------------------------------------------------------------------------------
+# 5-6. Fresh-process probes
+
+
+def run_probe(args: list[str]) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
+    if proc.returncode != 0:
+        raise RuntimeError(f"probe {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def bench_load(cfg: Config, rep: Report) -> None:
+    rep.section(f"Tokenizer load time ({cfg.load_runs} fresh processes)")
+    runs = [run_probe(["load"]) for _ in range(cfg.load_runs)]
+    loads = [r["load_s"] for r in runs]
+    imports = [r["import_s"] for r in runs]
+    rep.table(
+        ["", "best", "median", "worst"],
+        [
+            ["import kimi_recon (s)", min(imports), statistics.median(imports), max(imports)],
+            ["load_tokenizer() (s)", min(loads), statistics.median(loads), max(loads)],
+            ["RSS after load (MB)", min(r["rss_after_load_mb"] for r in runs), statistics.median(r["rss_after_load_mb"] for r in runs), max(r["rss_after_load_mb"] for r in runs)],
+        ],
+    )
+    med = statistics.median(loads)
+    rep.line(f"load_tokenizer() median {med:.3f} s (target < {TARGET_LOAD_S} s): {'met' if med < TARGET_LOAD_S else 'MISSED'}")
+    rep.target("tokenizer load time (median)", med, f"< {TARGET_LOAD_S} s", med < TARGET_LOAD_S, "s")
+    rep.data["load"] = {"runs": runs, "median_load_s": med, "best_load_s": min(loads)}
+
+
+def _mb(v: float | None) -> object:
+    return "-" if v is None else v
+
+
+def bench_memory(cfg: Config, rep: Report, jsonl: Path, jsonl4: Path, n_records: int) -> None:
+    rep.section("Peak memory, each in a fresh process")
+    core = run_probe(["core", str(jsonl)])
+    expected = core["records"] - rep.data.get("perturbed", 0)
+    if core["exact"] != expected:
+        rep.failures.append(f"core probe: {core['exact']}/{core['records']} exact, expected {expected}")
+    rows: list[list[object]] = [[
+        "core: load_tokenizer + reconstruct_output_ids, streamed (1x)", core["records"], core["rss_after_import_mb"], core["rss_after_load_mb"],
+        core["peak_rss_mb"], "-", _mb(core["tree_peak_mb"]), _mb(core["tree_pss_peak_mb"]), core["records"] / core["elapsed_s"],
+    ]]
+    peak = core["peak_rss_mb"]
+    rep.target("peak RSS of the core", peak, f"< {TARGET_CORE_RSS_MB:.0f} MB", peak < TARGET_CORE_RSS_MB, "MB")
+    result: dict[str, Any] = {"core": core}
+    if _audit_dataset() is None:
+        rep.line("kimi_recon.dataset.audit_dataset is not importable; audit memory skipped")
+    else:
+        audits: dict[str, dict[str, Any]] = {}
+        for workers in sorted({1, cfg.workers}):
+            for scale, path, count in (("1x", jsonl, n_records), ("4x", jsonl4, 4 * n_records)):
+                r = run_probe(["audit", str(path), "--workers", str(workers)])
+                r["records"] = count
+                audits[f"{scale} w{workers}"] = r
+                rows.append([
+                    f"audit_dataset(path, workers={workers}) ({scale})", count, r["rss_after_import_mb"], r["rss_after_load_mb"],
+                    r["peak_rss_mb"], _mb(r["child_peak_mb"]) if workers > 1 else "-", _mb(r["tree_peak_mb"]), _mb(r["tree_pss_peak_mb"]),
+                    count / r["elapsed_s"],
+                ])
+            one, four = audits[f"1x w{workers}"], audits[f"4x w{workers}"]
+            if workers == 1:  # exact high-water mark of the one process
+                m1, m4 = one["peak_rss_mb"], four["peak_rss_mb"]
+            else:  # parent + workers, sampled every 50 ms
+                m1 = one["tree_peak_mb"] or one["peak_rss_mb"] + workers * one["children_maxrss_upper_bound_mb"]
+                m4 = four["tree_peak_mb"] or four["peak_rss_mb"] + workers * four["children_maxrss_upper_bound_mb"]
+            growth = m4 / m1
+            label = f"audit_dataset peak memory 4x / 1x (workers={workers})"
+            rep.target(label, growth, f"<= {TARGET_FLAT:.2f} (flat)", growth <= TARGET_FLAT, "x")
+            audits[f"growth w{workers}"] = {"peak_1x_mb": m1, "peak_4x_mb": m4, "ratio": growth}
+        result["audit"] = audits
+    rep.table(
+        ["process", "records", "RSS after import MB", "RSS after load MB", "peak RSS MB (process)", "peak RSS MB (largest worker)",
+         "peak RSS MB (process + workers)", "peak PSS MB (process + workers)", "records/s"],
+        rows,
+    )
+    rep.line(f"core peak RSS {peak:.0f} MB (target < {TARGET_CORE_RSS_MB:.0f} MB): {'met' if peak < TARGET_CORE_RSS_MB else 'MISSED'}")
+    for key, g in result.get("audit", {}).items():
+        if key.startswith("growth"):
+            rep.line(f"audit_dataset {key.replace('growth w', 'workers=')}: peak {g['peak_1x_mb']:.0f} MB at 1x, {g['peak_4x_mb']:.0f} MB at 4x "
+                     f"= {g['ratio']:.3f} (flat: <= {TARGET_FLAT:.2f}): {'met' if g['ratio'] <= TARGET_FLAT else 'MISSED'}")
+    rep.line(
+        "peak RSS (process) is VmHWM of a fresh process; the worker and total columns are sampled with psutil every 50 ms (PSS every 200 ms). "
+        "Forked workers share the parent's tokenizer pages, which RSS counts in every process and PSS splits between them."
+    )
+    rep.data["memory"] = result
+
+
+# ---------------------------------------------------------------------------------------------
+# Corpus files
+
+
+def perturb_ids(ids: list[int], tok: KimiTokenizer, rng: random.Random) -> list[int] | None:
+    """The same bytes with one token split in two (a non-canonical BPE split), or None."""
+    n = len(ids)
+    if not n:
+        return None
+    start = rng.randrange(n)
+    for j in range(n):
+        i = (start + j) % n
+        tid = ids[i]
+        if tok.is_special(tid):
+            continue
+        data = tok.token_bytes(tid)
+        for k in range(1, len(data)):
+            a, b = tok.id_of_bytes(data[:k]), tok.id_of_bytes(data[k:])
+            if a is not None and b is not None and not tok.is_special(a) and not tok.is_special(b):
+                return ids[:i] + [a, b] + ids[i + 1 :]
+    return None
+
+
+def write_dataset(records: Sequence[Record], refs: Sequence[list[int]], tok: KimiTokenizer, path: Path, seed: int) -> tuple[int, int]:
+    """JSONL of the records with reference ids; every PERTURB_EVERY-th one non-canonical. Returns (bytes, perturbed)."""
+    rng = random.Random(seed)
+    perturbed = 0
+    size = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for i, (record, ref) in enumerate(zip(records, refs)):
+            ids = ref
+            if i % PERTURB_EVERY == PERTURB_EVERY - 1:
+                changed = perturb_ids(ref, tok, rng)
+                if changed is not None:
+                    ids, perturbed = changed, perturbed + 1
+            line = json.dumps({"id": record["id"], "kind": record["kind"], "response": record["response"], "reference_ids": ids}, ensure_ascii=False) + "\n"
+            fh.write(line)
+            size += len(line.encode("utf-8"))
+    return size, perturbed
+
+
+def repeat_jsonl(src: Path, dst: Path, times: int) -> int:
+    """``times`` copies of ``src``; copies after the first get ids ``rK-...`` (lines start with the id)."""
+    size = 0
+    with dst.open("w", encoding="utf-8") as out:
+        for k in range(times):
+            with src.open(encoding="utf-8") as fh:
+                for line in fh:
+                    if k:
+                        line = line.replace('{"id": "', f'{{"id": "r{k}-', 1)
+                    out.write(line)
+                    size += len(line.encode("utf-8"))
+    return size
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> Config:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small corpus and few rounds (CI)")
+    p.add_argument("--size-mb", type=float, help="MiB of generated text (default: 20 full, 0.5 quick)")
+    p.add_argument("--rounds", type=int, help="timing rounds per measurement, best taken (default: 7 full, 3 quick)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="workers for dataset mode (default: all cores)")
+    p.add_argument("--seed", type=int, default=corpus.DEFAULT_SEED)
+    p.add_argument("--out", type=Path, default=HERE / "results", help="where to write <mode>.json/.md (default benchmarks/results)")
+    p.add_argument("--no-write", action="store_true", help="write no result files")
+    p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
+    p.add_argument("--profile", action="store_true", help="profile even when the throughput target is met")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,memory")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    ns = p.parse_args(argv)
+    quick = bool(ns.quick)
+    size_mb = ns.size_mb if ns.size_mb is not None else (0.5 if quick else 20.0)
+    rounds = ns.rounds or (3 if quick else 7)
+    cmd = " ".join(shlex.quote(a) for a in ["python", os.path.relpath(__file__, Path.cwd()), *(argv if argv is not None else sys.argv[1:])])
+    return Config(
+        quick=quick,
+        size_bytes=int(size_mb * 2**20),
+        rounds=rounds,
+        scaling_rounds=2 if quick else 5,
+        audit_rounds=1 if quick else 3,
+        load_runs=2 if quick else 7,
+        workers=max(1, ns.workers),
+        seed=ns.seed,
+        out=None if ns.no_write else ns.out,
+        keep_jsonl=bool(ns.keep_jsonl),
+        profile=bool(ns.profile),
+        skip=frozenset(s.strip() for s in ns.skip.split(",") if s.strip()),
+        strict=bool(ns.strict),
+        command=cmd,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    t_start = time.perf_counter()
+    rep = Report()
+    mode = "quick" if cfg.quick else "full"
+    info = machine_info()
+    rep.data.update(mode=mode, command=cfg.command, machine=info)
+    print(f"kimi_recon benchmarks ({mode}): {cfg.command}")
+    print(f"machine: {info['cpu_model']}, nproc {info['nproc']}, Python {info['python']}, tiktoken {info['tiktoken']}, load avg {info['loadavg_start']}")
+
+    t0 = time.perf_counter()
+    tok = load_tokenizer()
+    records = corpus.build_corpus(cfg.size_bytes, cfg.seed)
+    texts = [render_assistant_turn(r["response"]) for r in records]
+    refs = [reconstruct_output_ids(r["response"], tok).ids for r in records]
+    n_tokens = sum(map(len, refs))
+    summ = corpus.summary(records)
+    summ["rendered_bytes"] = sum(len(t.encode("utf-8")) for t in texts)
+    summ["tokens"] = n_tokens
+    summ["max_rendered_chars"] = max(len(t) for t in texts)
+    summ["setup_s"] = time.perf_counter() - t0
+    rep.data["corpus"] = summ
+    rep.section("Corpus")
+    rep.line(
+        f"{summ['records']} turns, {summ['text_bytes'] / 1e6:.2f} MB of generated text ({summ['rendered_bytes'] / 1e6:.2f} MB rendered), "
+        f"{n_tokens:,} tokens, longest turn {summ['max_rendered_chars']:,} chars, seed {cfg.seed}; kinds: "
+        + ", ".join(f"{k} {v}" for k, v in summ["kinds"].items())
+    )
+    bad = [i for i, (r, t) in enumerate(zip(records, texts)) if baselines.naive_render(r["response"]) != t]
+    if bad:
+        rep.failures.append(f"naive_render differs from render_assistant_turn on {len(bad)} records")
+
+    if "throughput" not in cfg.skip:
+        with CpuMonitor() as cpu:
+            bench_throughput(cfg, rep, tok, records, texts, n_tokens)
+        rep.line(cpu.describe())
+        rep.data["throughput"]["cpu"] = {"steal": cpu.steal_share, "other_processes": cpu.foreign_share}
+    if "exactness" not in cfg.skip:
+        bench_exactness(rep, tok, records, refs)
+    if "golden" not in cfg.skip:
+        bench_golden(rep, tok)
+    ratio = rep.data.get("throughput", {}).get("ratio_vs_raw")
+    if "profile" not in cfg.skip and (cfg.profile or (ratio is not None and ratio < TARGET_RAW_RATIO)):
+        bench_profile(cfg, rep, tok, records, texts, refs)
+
+    need_files = not {"parallel", "memory"} <= cfg.skip
+    with tempfile.TemporaryDirectory(prefix="kimi-recon-bench-") as tmp:
+        data_dir = (cfg.out or HERE / "results") if cfg.keep_jsonl else Path(tmp)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        jsonl, jsonl4 = data_dir / f"dataset-{mode}-1x.jsonl", data_dir / f"dataset-{mode}-4x.jsonl"
+        if need_files:
+            size1, perturbed = write_dataset(records, refs, tok, jsonl, cfg.seed)
+            size4 = repeat_jsonl(jsonl, jsonl4, 4)
+            rep.data["perturbed"] = perturbed
+            rep.data["dataset_files"] = {"1x_bytes": size1, "4x_bytes": size4, "perturbed_records": perturbed}
+            rep.line(f"\ndataset JSONL: 1x {size1 / 1e6:.1f} MB, 4x {size4 / 1e6:.1f} MB; reference_ids of {perturbed} of the {len(records)} records at 1x hold a non-canonical BPE split (audit_dataset should find exactly these)")
+        n_records = len(records)
+        del refs
+        if "profile" not in cfg.skip and cfg.profile and need_files:
+            recon = rep.data.get("throughput", {}).get("methods", {}).get("reconstruct_output_ids", {}).get("best_s")
+            bench_audit_profile(rep, tok, jsonl, recon)
+        if "parallel" not in cfg.skip:
+            with CpuMonitor() as cpu:
+                bench_parallel(cfg, rep, tok, records, texts, jsonl)
+            rep.line(cpu.describe())
+            rep.data["parallel_cpu"] = {"steal": cpu.steal_share, "other_processes": cpu.foreign_share}
+        del records, texts
+        gc.collect()
+        if "load" not in cfg.skip:
+            bench_load(cfg, rep)
+        if "memory" not in cfg.skip:
+            bench_memory(cfg, rep, jsonl, jsonl4, n_records)
+
+    rep.section("Targets")
+    rep.table(["target", "value", "goal", "met"], [[t["target"], f"{t['value']:.3f} {t['unit']}" if t["value"] is not None else "-", t["goal"], "yes" if t["met"] else "NO"] for t in rep.targets])
+    rep.data["targets"] = rep.targets
+    rep.data["failures"] = rep.failures
+    info["loadavg_end"] = os.getloadavg()
+    rep.data["elapsed_s"] = time.perf_counter() - t_start
+    rep.line(f"\nload average at start {info['loadavg_start']}, at end {info['loadavg_end']}; total {rep.data['elapsed_s']:.1f} s")
+    if cfg.out is not None:
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        (cfg.out / f"{mode}.json").write_text(json.dumps(rep.data, indent=2, default=str), encoding="utf-8")
+        (cfg.out / f"{mode}.md").write_text("".join(rep.md), encoding="utf-8")
+        print(f"results: {cfg.out / (mode + '.json')}, {cfg.out / (mode + '.md')}")
+    for f in rep.failures:
+        print(f"CHECK FAILED: {f}", file=sys.stderr)
+    if rep.failures:
+        return 2
+    if cfg.strict and any(t["met"] is False for t in rep.targets):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
