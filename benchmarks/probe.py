@@ -172,7 +172,12 @@ def probe_core(path: Path) -> dict[str, Any]:
 
 
 def _audit_summary(audit: object) -> dict[str, Any]:
-    """Whatever scalar fields the DatasetAudit has (its shape belongs to kimi_recon.dataset)."""
+    """The DatasetAudit's counts (``to_dict()`` without the examples), or its scalar fields."""
+    to_dict = getattr(audit, "to_dict", None)
+    if callable(to_dict):
+        full = to_dict()
+        if isinstance(full, dict):
+            return {k: v for k, v in full.items() if k not in ("examples", "errors")}
     out: dict[str, Any] = {}
     fields = getattr(audit, "__dataclass_fields__", None)
     names = list(fields) if isinstance(fields, dict) else [n for n in dir(audit) if not n.startswith("_")]

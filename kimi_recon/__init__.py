@@ -10,6 +10,7 @@ from .models import AssistantTurn, Flag, ToolCall
 from .profiles import PROFILES, ChatProfile, get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
 from .render import ReasoningDroppedWarning, RenderedTurn, render_assistant_turn, render_turn
+from .responses import turn_from_response
 from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry
 from .tokenizer import KimiTokenizer, load_tokenizer
 from .tool_declaration import render_tools_declaration
@@ -57,4 +58,5 @@ __all__ = [
     "render_prompt",
     "render_tools_declaration",
     "render_turn",
+    "turn_from_response",
 ]

@@ -75,7 +75,7 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
                 continue
             try:
                 sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking)
-            except InvalidInputError as err:
+            except KimiReconError as err:  # a record's failure is a row, never a stopped run
                 yield {"line": line, "id": record_id(record), "error": str(err)}
             else:
                 yield {"line": line, "id": record_id(record), **sample.to_dict(), "error": None}

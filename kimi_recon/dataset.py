@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
+from . import responses
 from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_ids
 from .errors import InvalidInputError
 from .models import AssistantTurn
@@ -347,69 +348,21 @@ def record_id(record: object) -> str | None:
 def turn_from_response(response: object, record: Mapping[str, Any] | None = None, *, field: str = "response") -> AssistantTurn:
     """The assistant turn of a chat completion, a choice, or an assistant message (see the module doc).
 
+    :func:`kimi_recon.responses.turn_from_response` read leniently (as datasets store responses), with
+    the record's ``finish_reason`` (default ``"stop"``) and ``logprobs`` used where the response has none.
     Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
     """
-    if not isinstance(response, Mapping):
-        raise InvalidInputError(f"must be a chat completion or an assistant message object, got {type(response).__name__}", field=field)
-    if "choices" in response:
-        choices = response["choices"]
-        if not isinstance(choices, Sequence) or isinstance(choices, (str, bytes)) or not choices:
-            raise InvalidInputError("must be a non-empty list of choices", field=f"{field}.choices")
-        return _turn_from_choice(choices[0], f"{field}.choices[0]", {})
-    if isinstance(response.get("message"), Mapping):
-        return _turn_from_choice(response, field, {})
-    return _turn_from_message(response, field, record or {}, response.get("logprobs"), response.get("finish_reason"))
-
-
-def _turn_from_choice(choice: object, where: str, record: Mapping[str, Any]) -> AssistantTurn:
-    if not isinstance(choice, Mapping):
-        raise InvalidInputError(f"must be a choice object, got {type(choice).__name__}", field=where)
-    message = choice.get("message")
-    if not isinstance(message, Mapping):
-        raise InvalidInputError(f"must be a message object, got {type(message).__name__}", field=f"{where}.message")
-    return _turn_from_message(message, f"{where}.message", record, choice.get("logprobs"), choice.get("finish_reason"), logprobs_where=f"{where}.logprobs")
-
-
-def _turn_from_message(
-    message: Mapping[str, Any],
-    where: str,
-    record: Mapping[str, Any],
-    logprobs: object,
-    finish_reason: object,
-    *,
-    logprobs_where: str | None = None,
-) -> AssistantTurn:
-    lp_where = logprobs_where or f"{where}.logprobs"
-    if logprobs is None and record.get("logprobs") is not None:
-        logprobs, lp_where = record.get("logprobs"), "logprobs"
-    if finish_reason is None:
-        finish_reason = record.get("finish_reason", "stop")
-    if finish_reason is not None and not isinstance(finish_reason, str):
-        raise InvalidInputError(f"must be a string, got {type(finish_reason).__name__}", field="finish_reason")
-    try:
-        turn = AssistantTurn.from_message(message, finish_reason=finish_reason)
-    except InvalidInputError as err:
-        raise _prefixed(err, where) from None
-    content = _logprobs_content(logprobs, lp_where)
-    return turn if content is None else dataclasses.replace(turn, logprobs=content)
-
-
-def _logprobs_content(logprobs: object, where: str) -> tuple[Mapping[str, Any], ...] | None:
-    if logprobs is None:
-        return None
-    if isinstance(logprobs, Mapping):
-        logprobs, where = logprobs.get("content"), f"{where}.content"
-        if logprobs is None:
-            return None
-    if isinstance(logprobs, (str, bytes)) or not isinstance(logprobs, Sequence):
-        raise InvalidInputError(f"must be a list of logprob entries, got {type(logprobs).__name__}", field=where)
-    return tuple(logprobs)
-
-
-def _prefixed(err: InvalidInputError, where: str) -> InvalidInputError:
-    new = type(err).__new__(type(err))
-    InvalidInputError.__init__(new, err.message, field=f"{where}.{err.field}" if err.field else where, sample=err.sample)
-    return new
+    rec = record if record is not None else {}
+    offset = rec.get("call_index_offset")  # checked by _options; here it only feeds the turn's metadata
+    offset = int(offset) if isinstance(offset, numbers.Integral) and not isinstance(offset, bool) else 0
+    return responses.turn_from_response(
+        response,
+        call_index_offset=max(offset, 0),
+        field=field,
+        finish_reason=rec.get("finish_reason", "stop"),
+        logprobs=rec.get("logprobs"),
+        lenient=True,
+    )
 
 
 @functools.lru_cache(maxsize=8)

@@ -6,6 +6,9 @@ catch one type. Errors about input data say which field (and, when known, which 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 class KimiReconError(Exception):
     """Base class of every error kimi-recon raises on purpose."""
@@ -48,3 +51,64 @@ class InvalidInputError(KimiReconError, ValueError):
 
 class InvalidTurnError(InvalidInputError):
     """An assistant turn (reasoning, content, tool calls, finish reason) is malformed."""
+
+
+class InvalidResponseError(InvalidTurnError):
+    """A response arrived but is not one readable assistant turn (no choices, nothing generated, arguments
+    that are not text). ``field`` names the offending field, ``sample`` the prompt or record."""
+
+
+class ResponseError(KimiReconError):
+    """An error reported inside a response instead of a turn: an ``error`` object in the body or in a
+    choice, or ``finish_reason: "error"``.
+
+    ``code`` is the error's code (an HTTP-like int such as 429 or 502, or a name such as
+    ``"server_error"``); ``message`` the human text; ``kind`` where it came from (``body`` for a response
+    body; transports add ``stream``, ``http``, ``timeout``, ``connection``); ``prompt_id`` the prompt or
+    record, when known; ``metadata`` the error object's ``metadata``; ``response`` what had arrived;
+    ``retryable`` whether trying again may help; ``retries`` how many times the request had already been
+    retried, when known.
+    """
+
+    #: Who reported the error, as the message names it.
+    reporter = "server"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | str | None = None,
+        kind: str = "body",
+        prompt_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        response: Mapping[str, Any] | None = None,
+        retryable: bool = False,
+        retries: int | None = None,
+    ) -> None:
+        self.message = message
+        self.code = code
+        self.kind = kind
+        self.prompt_id = prompt_id
+        self.metadata: Mapping[str, Any] = dict(metadata or {})
+        self.response = response
+        self.retryable = retryable
+        self.retries = retries
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        where = f"prompt {self.prompt_id!r}: " if self.prompt_id is not None else ""
+        code = f" {self.code}" if self.code is not None else ""
+        return f"{where}{self.reporter} {self.kind} error{code}: {self.message}"
+
+    def fields(self) -> dict[str, Any]:
+        """The constructor's arguments: ``type(err)(**err.fields())`` is an equal error."""
+        return {
+            "message": self.message,
+            "code": self.code,
+            "kind": self.kind,
+            "prompt_id": self.prompt_id,
+            "metadata": self.metadata,
+            "response": self.response,
+            "retryable": self.retryable,
+            "retries": self.retries,
+        }

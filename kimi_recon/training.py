@@ -51,8 +51,18 @@ def deep_sorted(value: Any) -> Any:
 
 
 def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
-    """Tool calls made by assistant messages so far: the next call's ``functions.NAME:IDX`` index."""
-    return sum(len(m.get("tool_calls") or []) for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
+    """Tool calls made by assistant messages so far: the next call's ``functions.NAME:IDX`` index.
+
+    The model numbers its calls across the whole conversation, so a new turn's first call is not 0.
+    A ``tool_calls`` that is not a list (null, a string, an object) counts as none.
+    """
+    total = 0
+    for message in messages:
+        if isinstance(message, Mapping) and message.get("role") == "assistant":
+            calls = message.get("tool_calls")
+            if isinstance(calls, Sequence) and not isinstance(calls, (str, bytes)):
+                total += len(calls)
+    return total
 
 
 def render_prompt(

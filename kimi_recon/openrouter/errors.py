@@ -1,9 +1,11 @@
 """Errors of the OpenRouter adapter.
 
 :class:`OpenRouterError` is what OpenRouter (or the transport to it) reported: an HTTP error status, an
-``error`` object in a 200 body or in a stream chunk, a timeout. :class:`InvalidResponseError` is a
-response that arrived but cannot be read as one assistant turn (no choices, nothing generated, arguments
-that are not text). Both derive from :class:`~kimi_recon.errors.KimiReconError`.
+``error`` object in a 200 body or in a stream chunk, a timeout; it is a
+:class:`~kimi_recon.errors.ResponseError`, the core's type for an error carried in a response.
+:class:`InvalidResponseError` (defined in :mod:`kimi_recon.errors`, re-exported here) is a response that
+arrived but cannot be read as one assistant turn (no choices, nothing generated, arguments that are not
+text). Both derive from :class:`~kimi_recon.errors.KimiReconError`.
 
 Neither ever holds the API key: the code that owns the key scrubs every message with :func:`redact`
 before it builds an error, and :meth:`OpenRouterError.redacted` re-scrubs one that came from elsewhere.
@@ -14,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InvalidTurnError, KimiReconError
+from ..errors import InvalidResponseError as InvalidResponseError  # re-exported: it used to live here
+from ..errors import ResponseError
 
 REDACTED = "[REDACTED]"
 
@@ -36,9 +39,10 @@ def redact(value: Any, secret: str | None) -> Any:
     return value
 
 
-class OpenRouterError(KimiReconError):
+class OpenRouterError(ResponseError):
     """An error OpenRouter reported, or a failed exchange with it.
 
+    A :class:`~kimi_recon.errors.ResponseError` (same fields) that may also come from the transport:
     ``code`` is the HTTP status or OpenRouter's ``error.code`` (an int such as 429 or 502, or a string
     such as ``"server_error"`` or ``"timeout"``); ``message`` is the human text; ``kind`` says where it
     came from (``http``, ``body``, ``stream``, ``timeout``, ``connection``); ``retryable`` whether trying
@@ -46,47 +50,15 @@ class OpenRouterError(KimiReconError):
     ``retries`` how many times the SDK had already retried the request, when known.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: int | str | None = None,
-        kind: str = "body",
-        prompt_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        response: Mapping[str, Any] | None = None,
-        retryable: bool = False,
-        retries: int | None = None,
-    ) -> None:
-        self.message = message
-        self.code = code
-        self.kind = kind
-        self.prompt_id = prompt_id
-        self.metadata: Mapping[str, Any] = dict(metadata or {})
-        self.response = response
-        self.retryable = retryable
-        self.retries = retries
-        super().__init__(self._describe())
+    reporter = "OpenRouter"
 
-    def _describe(self) -> str:
-        where = f"prompt {self.prompt_id!r}: " if self.prompt_id is not None else ""
-        code = f" {self.code}" if self.code is not None else ""
-        return f"{where}OpenRouter {self.kind} error{code}: {self.message}"
+    @classmethod
+    def from_response_error(cls, err: ResponseError) -> OpenRouterError:
+        """``err`` as an :class:`OpenRouterError` (itself when it already is one)."""
+        return err if isinstance(err, OpenRouterError) else cls(**err.fields())
 
     def _copy(self, **changes: Any) -> OpenRouterError:
-        fields: dict[str, Any] = {
-            "message": self.message,
-            "code": self.code,
-            "kind": self.kind,
-            "prompt_id": self.prompt_id,
-            "metadata": self.metadata,
-            "response": self.response,
-            "retryable": self.retryable,
-            "retries": self.retries,
-        }
-        fields.update(changes)
-        message = fields.pop("message")
-        return type(self)(message, **fields)
+        return type(self)(**(self.fields() | changes))
 
     def with_prompt_id(self, prompt_id: str) -> OpenRouterError:
         """The same error, naming the prompt it happened on."""
@@ -106,7 +78,3 @@ class OpenRouterError(KimiReconError):
         if self.metadata:
             out["metadata"] = dict(self.metadata)
         return out
-
-
-class InvalidResponseError(InvalidTurnError):
-    """A response arrived but is not one readable assistant turn. ``sample`` names the prompt."""

@@ -1,10 +1,11 @@
 """Read OpenRouter chat completions, whole or streamed, into :class:`~kimi_recon.models.AssistantTurn`.
 
-Everything here is pure: no I/O, no ``openai`` import (SDK objects are read through their ``to_dict`` /
-``model_dump``, which also carry the fields the SDK does not model, such as ``reasoning``, from
-``model_extra``). The rule throughout is *exact or loud*: text is kept byte for byte, and anything that
-makes an exact rebuild impossible (hidden reasoning, a server-issued tool-call id, a truncated turn) is
-recorded on the turn rather than smoothed over.
+Whole responses are read by the core parser, :func:`kimi_recon.responses.turn_from_response` (pure, no
+``openai`` import); this module adds stream assembly (chunk dicts, ``openai`` chunk objects or raw SSE)
+and turns the errors a response carries into :class:`OpenRouterError`. The rule throughout is *exact or
+loud*: text is kept byte for byte, and anything that makes an exact rebuild impossible (hidden
+reasoning, a server-issued tool-call id, a truncated turn) is recorded on the turn rather than smoothed
+over.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
-from ..errors import InvalidTurnError
-from ..models import FINISH_REASONS, AssistantTurn, ToolCall, content_text
+from .. import responses
+from ..errors import ResponseError
+from ..models import AssistantTurn
+from ..render import model_tool_call_id as model_call_id
+from ..responses import is_model_call_id, is_retryable_code, replace_foreign_call_ids, to_plain
+from ..training import count_tool_calls
 from .errors import InvalidResponseError, OpenRouterError
 
 __all__ = [
@@ -34,379 +38,45 @@ __all__ = [
     "turn_from_stream",
 ]
 
-#: The id format Kimi writes itself after ``<|tool_call_begin|>``: ``functions.NAME:IDX``.
-_MODEL_CALL_ID = re.compile(r"functions\.(?P<name>.+):(?P<index>\d+)")
 
-#: native finish reasons that mean "stopped at the token limit" (providers spell it differently).
-_NATIVE_LENGTH = frozenset({"length", "max_tokens", "max_output_tokens", "model_length"})
-
-#: reasoning_details types that stand in for reasoning the provider did not hand back.
-_HIDDEN_REASONING = frozenset({"reasoning.summary", "reasoning.encrypted"})
-
-#: OpenRouter ``error.code`` strings (besides numeric HTTP-like codes) worth another attempt.
-_RETRYABLE_CODE_NAMES = frozenset({"server_error", "timeout", "rate_limit_exceeded", "overloaded", "incomplete_stream"})
-
-
-# ---------------------------------------------------------------------------------------------------
-# Tool-call ids
-
-
-def model_call_id(name: str, index: int) -> str:
-    """The id the model itself writes for the ``index``-th tool call of a conversation."""
-    return f"functions.{name}:{index}"
-
-
-def is_model_call_id(call_id: str | None) -> bool:
-    """True when ``call_id`` has the model's own ``functions.NAME:IDX`` shape (None counts: the
-    renderer then writes that shape itself)."""
-    return call_id is None or _MODEL_CALL_ID.fullmatch(call_id) is not None
-
-
-def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
-    """How many tool calls the assistant made in ``messages``: the index the next call gets.
-
-    The model numbers its calls across the whole conversation, so a new turn's first call is not 0.
-    """
-    total = 0
-    for message in messages:
-        if isinstance(message, Mapping) and message.get("role") == "assistant":
-            calls = message.get("tool_calls")
-            if isinstance(calls, Sequence) and not isinstance(calls, (str, bytes)):
-                total += len(calls)
-    return total
-
-
-def _foreign_calls(calls: Sequence[ToolCall], offset: int) -> list[dict[str, Any]]:
-    return [
-        {"index": i, "id": call.id, "suggested_id": model_call_id(call.name, offset + i)}
-        for i, call in enumerate(calls)
-        if not is_model_call_id(call.id)
-    ]
-
-
-def replace_foreign_call_ids(turn: AssistantTurn, call_index_offset: int | None = None) -> AssistantTurn:
-    """``turn`` with every id the model did not write (``call_…``, ``chatcmpl-tool-…``) replaced by
-    ``functions.NAME:IDX`` from the conversation-wide call index.
-
-    The model did write *some* id there; the conversation-wide index is what it writes when it follows
-    its template, so this is the best guess, not a certainty: ``metadata['replaced_tool_call_ids']``
-    keeps the originals. ``call_index_offset`` defaults to the one the turn was parsed with.
-    """
-    if call_index_offset is None:
-        call_index_offset = int(turn.metadata.get("call_index_offset", 0))
-    foreign = _foreign_calls(turn.tool_calls, call_index_offset)
-    if not foreign:
-        return turn
-    calls = list(turn.tool_calls)
-    for entry in foreign:
-        calls[entry["index"]] = replace(calls[entry["index"]], id=entry["suggested_id"])
-    metadata = {k: v for k, v in turn.metadata.items() if k != "foreign_tool_call_ids"}
-    metadata["replaced_tool_call_ids"] = foreign
-    return replace(turn, tool_calls=tuple(calls), metadata=metadata)
+def _fail(message: str, field: str, sample: object) -> InvalidResponseError:
+    return InvalidResponseError(message, field=field, sample=sample)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Errors carried inside responses
 
 
-def is_retryable_code(code: object) -> bool:
-    """True for codes that describe a passing condition: 408, 429, 5xx, or a known transient name."""
-    if isinstance(code, str) and code.isdigit():
-        code = int(code)
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code in (408, 429) or code >= 500
-    return isinstance(code, str) and code in _RETRYABLE_CODE_NAMES
-
-
 def error_from_object(
     error: object, *, kind: str, response: Mapping[str, Any] | None = None, sample: object = None
 ) -> OpenRouterError:
     """An :class:`OpenRouterError` from OpenRouter's ``{"code", "message", "metadata"}`` error object."""
-    code: int | str | None = None
-    message: str
-    metadata: Mapping[str, Any] | None = None
-    if isinstance(error, Mapping):
-        raw_code = error.get("code")
-        if isinstance(raw_code, (int, str)) and not isinstance(raw_code, bool):
-            code = raw_code
-        raw_message = error.get("message")
-        message = raw_message if isinstance(raw_message, str) and raw_message else json.dumps(error, default=str)
-        raw_metadata = error.get("metadata")
-        metadata = raw_metadata if isinstance(raw_metadata, Mapping) else None
-    else:
-        message = str(error)
-    return OpenRouterError(
-        message,
-        code=code,
-        kind=kind,
-        prompt_id=None if sample is None else str(sample),
-        metadata=metadata,
-        response=response,
-        retryable=is_retryable_code(code),
-    )
+    core = responses.error_from_object(error, kind=kind, response=response, sample=sample)
+    return OpenRouterError.from_response_error(core)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Whole responses
 
 
-def to_plain(value: Any) -> Any:
-    """A JSON-like view of ``value``: a dict stays a dict; an ``openai`` SDK object becomes the dict the
-    server sent (``to_dict`` keeps ``model_extra`` fields such as ``reasoning`` and drops unset ones)."""
-    if isinstance(value, (Mapping, str, bytes, list, tuple)) or value is None:
-        return value
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    model_dump = getattr(value, "model_dump", None)
-    if callable(model_dump):
-        return model_dump(mode="json", exclude_unset=True)
-    return value
-
-
-def _fail(message: str, field: str, sample: object) -> InvalidResponseError:
-    return InvalidResponseError(message, field=field, sample=sample)
-
-
 def turn_from_response(
     response: Any, *, call_index_offset: int = 0, sample: object = None, choice: int = 0
 ) -> AssistantTurn:
-    """The assistant turn in one OpenRouter chat completion.
+    """The assistant turn in one OpenRouter chat completion: :func:`kimi_recon.responses.turn_from_response`
+    (strict), with the errors a response carries raised as :class:`OpenRouterError`.
 
-    ``response`` is the parsed JSON (a dict), its text, or an ``openai`` ``ChatCompletion``.
-    ``call_index_offset`` is how many tool calls the conversation had before this turn (see
+    ``response`` is the parsed JSON (a dict), its text, or an ``openai`` ``ChatCompletion`` (a bare
+    choice or assistant message is read too). ``call_index_offset`` is how many tool calls the conversation had before this turn (see
     :func:`count_tool_calls`); it only feeds the suggested replacement for a foreign tool-call id.
     ``sample`` (the prompt id) is named in every error.
 
     Raises :class:`OpenRouterError` when the response carries an ``error`` (top level or in the choice,
     or ``finish_reason: "error"``) and :class:`InvalidResponseError` when it is not one readable turn.
     """
-    resp = to_plain(response)
-    if isinstance(resp, (str, bytes)):
-        try:
-            resp = json.loads(resp)
-        except ValueError as err:
-            raise _fail(f"is not JSON ({err})", "response", sample) from None
-    if not isinstance(resp, Mapping):
-        raise _fail(f"must be a chat completion object, got {type(resp).__name__}", "response", sample)
-    if resp.get("error") is not None:
-        raise error_from_object(resp["error"], kind="body", response=resp, sample=sample)
-
-    choices = resp.get("choices")
-    if not isinstance(choices, Sequence) or isinstance(choices, (str, bytes)) or not choices:
-        raise _fail("response has no choices", "choices", sample)
-    position, ch = _pick_choice(choices, choice, sample)
-    where = f"choices[{position}]"
-    if ch.get("error") is not None:
-        raise error_from_object(ch["error"], kind="body", response=resp, sample=sample)
-    message = ch.get("message")
-    if not isinstance(message, Mapping):
-        raise _fail(f"must be a message object, got {type(message).__name__}", f"{where}.message", sample)
-    return _turn_from_parts(resp, ch, message, where, call_index_offset, sample)
-
-
-def _pick_choice(choices: Sequence[Any], wanted: int, sample: object) -> tuple[int, Mapping[str, Any]]:
-    for position, ch in enumerate(choices):
-        if not isinstance(ch, Mapping):
-            raise _fail(f"must be an object, got {type(ch).__name__}", f"choices[{position}]", sample)
-        if ch.get("index", position) == wanted:
-            return position, ch
-    raise _fail(f"has no choice with index {wanted}", "choices", sample)
-
-
-def _turn_from_parts(
-    resp: Mapping[str, Any],
-    ch: Mapping[str, Any],
-    message: Mapping[str, Any],
-    where: str,
-    call_index_offset: int,
-    sample: object,
-) -> AssistantTurn:
-    mwhere = f"{where}.message"
-    role = message.get("role", "assistant")
-    if role not in ("assistant", None):
-        raise _fail(f"must be 'assistant', got {role!r}", f"{mwhere}.role", sample)
-
-    finish_reason = ch.get("finish_reason")
-    native = ch.get("native_finish_reason")
-    if finish_reason is not None and not isinstance(finish_reason, str):
-        raise _fail(f"must be a string or null, got {type(finish_reason).__name__}", f"{where}.finish_reason", sample)
-    if finish_reason == "error":
-        # OpenRouter ends a failed generation this way; what arrived is not a finished turn.
-        raise OpenRouterError(
-            "generation ended with finish_reason 'error'",
-            code=native if isinstance(native, (int, str)) else None,
-            kind="body",
-            prompt_id=None if sample is None else str(sample),
-            response=resp,
-            retryable=True,
-        )
-
     try:
-        content = content_text(message.get("content"), f"{mwhere}.content")
-    except InvalidTurnError as err:
-        raise _fail(err.message, err.field or f"{mwhere}.content", sample) from None
-    reasoning, reasoning_complete, reasoning_meta = _reasoning(message, mwhere, sample)
-    calls = _tool_calls(message.get("tool_calls"), mwhere, sample)
-
-    if not content and not calls and not reasoning and reasoning_complete:
-        raise _fail("has neither content nor tool calls nor reasoning", mwhere, sample)
-
-    metadata: dict[str, Any] = {"call_index_offset": call_index_offset}
-    for key, field in (
-        ("response_id", "id"),
-        ("model", "model"),
-        ("provider", "provider"),
-        ("created", "created"),
-        ("system_fingerprint", "system_fingerprint"),
-        ("usage", "usage"),
-    ):
-        if resp.get(field) is not None:
-            metadata[key] = resp[field]
-    if native is not None:
-        metadata["native_finish_reason"] = native
-    metadata.update(reasoning_meta)
-
-    normalised = _finish_reason(finish_reason, native)
-    if normalised != finish_reason:
-        metadata["finish_reason_raw"] = finish_reason
-    if normalised == "length":
-        # Where the cut fell decides what the rebuilt ids end with (no </think>, no <|im_end|>).
-        metadata["truncated_in"] = "tool_calls" if calls else "content" if content else "reasoning"
-    foreign = _foreign_calls(calls, call_index_offset)
-    if foreign:
-        metadata["foreign_tool_call_ids"] = foreign
-
-    return AssistantTurn(
-        reasoning=reasoning,
-        content=content,
-        tool_calls=calls,
-        finish_reason=normalised,
-        reasoning_complete=reasoning_complete,
-        logprobs=_logprobs(ch.get("logprobs"), f"{where}.logprobs", sample),
-        metadata=metadata,
-    )
-
-
-def _finish_reason(finish_reason: str | None, native: object) -> str | None:
-    if finish_reason == "length" or (isinstance(native, str) and native.lower() in _NATIVE_LENGTH):
-        return "length"
-    if finish_reason is None or finish_reason in FINISH_REASONS:
-        return finish_reason
-    # An unknown reason is kept in metadata; guessing one would be worse than saying "unknown".
-    return None
-
-
-def _reasoning(message: Mapping[str, Any], where: str, sample: object) -> tuple[str | None, bool, dict[str, Any]]:
-    """(reasoning text, whether it is the full raw reasoning, metadata about where it came from)."""
-    meta: dict[str, Any] = {}
-    plain: str | None = None
-    plain_source: str | None = None
-    for name in ("reasoning", "reasoning_content"):
-        value = message.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise _fail(f"must be a string or null, got {type(value).__name__}", f"{where}.{name}", sample)
-        if plain is None or (not plain and value):
-            plain, plain_source = value, name
-
-    details = message.get("reasoning_details")
-    texts: list[str] = []
-    summaries: list[str] = []
-    kinds: list[str] = []
-    if details is not None:
-        if not isinstance(details, Sequence) or isinstance(details, (str, bytes)):
-            raise _fail(f"must be a list, got {type(details).__name__}", f"{where}.reasoning_details", sample)
-        for i, detail in enumerate(details):
-            dwhere = f"{where}.reasoning_details[{i}]"
-            if not isinstance(detail, Mapping):
-                raise _fail(f"must be an object, got {type(detail).__name__}", dwhere, sample)
-            kind = detail.get("type")
-            kinds.append(str(kind))
-            if kind == "reasoning.text":
-                text = detail.get("text")
-                if text is None:  # an entry may carry only a signature
-                    continue
-                if not isinstance(text, str):
-                    raise _fail(f"must be a string, got {type(text).__name__}", f"{dwhere}.text", sample)
-                texts.append(text)
-            elif kind == "reasoning.summary":
-                summary = detail.get("summary")
-                if isinstance(summary, str):
-                    summaries.append(summary)
-    if kinds:
-        meta["reasoning_detail_types"] = sorted(set(kinds))
-
-    has_text = any(kind == "reasoning.text" for kind in kinds) and bool(texts)
-    if kinds and not has_text and any(kind in _HIDDEN_REASONING for kind in kinds):
-        # Only a summary or an encrypted blob came back: the tokens the model generated are unknown.
-        # Any plain ``reasoning`` string is then that summary, not the reasoning, so it is not used.
-        summary = "".join(summaries) if summaries else plain
-        if summary:
-            meta["reasoning_summary"] = summary
-        meta["reasoning_source"] = None
-        return None, False, meta
-
-    detail_text = "".join(texts) if has_text else None
-    if plain and detail_text is not None and detail_text != plain:
-        meta["reasoning_sources_disagree"] = True
-    if plain or (plain is not None and detail_text is None):
-        meta["reasoning_source"] = plain_source
-        return plain, True, meta
-    if detail_text is not None:
-        meta["reasoning_source"] = "reasoning_details"
-        return detail_text, True, meta
-    return None, True, meta
-
-
-def _tool_calls(raw_calls: object, where: str, sample: object) -> tuple[ToolCall, ...]:
-    if raw_calls is None:
-        return ()
-    if not isinstance(raw_calls, Sequence) or isinstance(raw_calls, (str, bytes)):
-        raise _fail(f"must be a list, got {type(raw_calls).__name__}", f"{where}.tool_calls", sample)
-    calls = []
-    for i, raw in enumerate(raw_calls):
-        cwhere = f"{where}.tool_calls[{i}]"
-        if not isinstance(raw, Mapping):
-            raise _fail(f"must be an object, got {type(raw).__name__}", cwhere, sample)
-        kind = raw.get("type", "function")
-        if kind not in ("function", None):
-            raise _fail(f"has type {kind!r}; only function calls can be rebuilt", f"{cwhere}.type", sample)
-        function = raw.get("function")
-        if not isinstance(function, Mapping):
-            raise _fail("has no 'function' object", f"{cwhere}.function", sample)
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise _fail(f"must be a non-empty string, got {name!r}", f"{cwhere}.function.name", sample)
-        arguments = function.get("arguments")
-        if not isinstance(arguments, str):
-            # A parsed object (or null) means the server re-serialised or dropped the text the model
-            # wrote; its exact spacing and key order are gone, so refuse rather than guess.
-            raise _fail(
-                f"must be the argument text the model generated (a string), got {type(arguments).__name__}",
-                f"{cwhere}.function.arguments",
-                sample,
-            )
-        call_id = raw.get("id")
-        if call_id is not None and not isinstance(call_id, str):
-            raise _fail(f"must be a string, got {type(call_id).__name__}", f"{cwhere}.id", sample)
-        calls.append(ToolCall(id=call_id or None, name=name, arguments=arguments))
-    return tuple(calls)
-
-
-def _logprobs(raw: object, where: str, sample: object) -> tuple[Mapping[str, Any], ...] | None:
-    if raw is None:
-        return None
-    entries = raw.get("content") if isinstance(raw, Mapping) else raw
-    if entries is None:
-        return None
-    if not isinstance(entries, Sequence) or isinstance(entries, (str, bytes)):
-        raise _fail(f"must be a list of token entries, got {type(entries).__name__}", f"{where}.content", sample)
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, Mapping):
-            raise _fail(f"must be an object, got {type(entry).__name__}", f"{where}.content[{i}]", sample)
-    return tuple(entries)
+        return responses.turn_from_response(response, call_index_offset=call_index_offset, sample=sample, choice=choice)
+    except ResponseError as err:
+        raise OpenRouterError.from_response_error(err) from None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -589,14 +259,8 @@ def assemble_stream(chunks: Iterable[Any], *, sample: object = None) -> dict[str
     if acc.chunks == 0:
         raise _fail("stream carried no chunks", "stream", sample)
     if acc.finish_reason == "error":
-        raise OpenRouterError(
-            "stream ended with finish_reason 'error'",
-            code=acc.native_finish_reason if isinstance(acc.native_finish_reason, (int, str)) else None,
-            kind="stream",
-            prompt_id=None if sample is None else str(sample),
-            response=acc.response(),
-            retryable=True,
-        )
+        error = responses.finish_reason_error(acc.native_finish_reason, kind="stream", response=acc.response(), sample=sample)
+        raise OpenRouterError.from_response_error(error)
     if saw_text and not acc.done and acc.finish_reason is None:
         raise OpenRouterError(
             "stream ended before [DONE] and without a finish reason (connection dropped?)",

@@ -1,0 +1,488 @@
+"""Read chat-completion responses into :class:`~kimi_recon.models.AssistantTurn`.
+
+One parser for every shape a response comes in: a whole chat completion (a dict, its JSON text, or an
+``openai`` SDK object), one choice (``{"message", "finish_reason", "logprobs"}``), or a bare assistant
+message; record-level ``finish_reason``/``logprobs`` can be passed in for shapes that lack them.
+
+Everything here is pure: no I/O, no ``openai`` import (SDK objects are read through their ``to_dict`` /
+``model_dump``, which also carry the fields the SDK does not model, such as ``reasoning``, from
+``model_extra``). The rule throughout is *exact or loud*: text is kept byte for byte, and anything that
+makes an exact rebuild impossible (hidden reasoning, a server-issued tool-call id, a truncated turn) is
+recorded on the turn rather than smoothed over. ``lenient=True`` reads a response the way stored
+datasets hold it instead (see :func:`turn_from_response`).
+
+Streams are assembled into one chat completion by the OpenRouter adapter
+(:func:`kimi_recon.openrouter.assemble_stream`) before they reach this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeGuard
+
+from .errors import InvalidResponseError, InvalidTurnError, ResponseError
+from .models import FINISH_REASONS, AssistantTurn, ToolCall, content_text
+from .render import MODEL_TOOL_CALL_ID, model_tool_call_id
+
+__all__ = [
+    "error_from_object",
+    "finish_reason_error",
+    "is_model_call_id",
+    "is_retryable_code",
+    "replace_foreign_call_ids",
+    "to_plain",
+    "turn_from_response",
+]
+
+#: native finish reasons that mean "stopped at the token limit" (providers spell it differently).
+_NATIVE_LENGTH = frozenset({"length", "max_tokens", "max_output_tokens", "model_length"})
+
+#: reasoning_details types that stand in for reasoning the provider did not hand back.
+_HIDDEN_REASONING = frozenset({"reasoning.summary", "reasoning.encrypted"})
+
+#: ``error.code`` strings (besides numeric HTTP-like codes) worth another attempt.
+_RETRYABLE_CODE_NAMES = frozenset({"server_error", "timeout", "rate_limit_exceeded", "overloaded", "incomplete_stream"})
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tool-call ids
+
+
+def is_model_call_id(call_id: str | None) -> bool:
+    """True when ``call_id`` has the model's own ``functions.NAME:IDX`` shape (None counts: the
+    renderer then writes that shape itself)."""
+    return call_id is None or MODEL_TOOL_CALL_ID.fullmatch(call_id) is not None
+
+
+def _foreign_calls(calls: Sequence[ToolCall], offset: int) -> list[dict[str, Any]]:
+    return [
+        {"index": i, "id": call.id, "suggested_id": model_tool_call_id(call.name, offset + i)}
+        for i, call in enumerate(calls)
+        if not is_model_call_id(call.id)
+    ]
+
+
+def replace_foreign_call_ids(turn: AssistantTurn, call_index_offset: int | None = None) -> AssistantTurn:
+    """``turn`` with every id the model did not write (``call_…``, ``chatcmpl-tool-…``) replaced by
+    ``functions.NAME:IDX`` from the conversation-wide call index.
+
+    The model did write *some* id there; the conversation-wide index is what it writes when it follows
+    its template, so this is the best guess, not a certainty: ``metadata['replaced_tool_call_ids']``
+    keeps the originals. ``call_index_offset`` defaults to the one the turn was parsed with.
+    """
+    if call_index_offset is None:
+        call_index_offset = int(turn.metadata.get("call_index_offset", 0))
+    foreign = _foreign_calls(turn.tool_calls, call_index_offset)
+    if not foreign:
+        return turn
+    calls = list(turn.tool_calls)
+    for entry in foreign:
+        calls[entry["index"]] = replace(calls[entry["index"]], id=entry["suggested_id"])
+    metadata = {k: v for k, v in turn.metadata.items() if k != "foreign_tool_call_ids"}
+    metadata["replaced_tool_call_ids"] = foreign
+    return replace(turn, tool_calls=tuple(calls), metadata=metadata)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Errors carried inside responses
+
+
+def is_retryable_code(code: object) -> bool:
+    """True for codes that describe a passing condition: 408, 429, 5xx, or a known transient name."""
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code in (408, 429) or code >= 500
+    return isinstance(code, str) and code in _RETRYABLE_CODE_NAMES
+
+
+def error_from_object(
+    error: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
+) -> ResponseError:
+    """A :class:`ResponseError` from an ``{"code", "message", "metadata"}`` error object (OpenRouter's
+    and OpenAI's shape; anything else becomes the message)."""
+    code: int | str | None = None
+    message: str
+    metadata: Mapping[str, Any] | None = None
+    if isinstance(error, Mapping):
+        raw_code = error.get("code")
+        if isinstance(raw_code, (int, str)) and not isinstance(raw_code, bool):
+            code = raw_code
+        raw_message = error.get("message")
+        message = raw_message if isinstance(raw_message, str) and raw_message else json.dumps(error, default=str)
+        raw_metadata = error.get("metadata")
+        metadata = raw_metadata if isinstance(raw_metadata, Mapping) else None
+    else:
+        message = str(error)
+    return ResponseError(
+        message,
+        code=code,
+        kind=kind,
+        prompt_id=None if sample is None else str(sample),
+        metadata=metadata,
+        response=response,
+        retryable=is_retryable_code(code),
+    )
+
+
+def finish_reason_error(
+    native: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
+) -> ResponseError:
+    """The :class:`ResponseError` a ``finish_reason: "error"`` stands for: OpenRouter ends a failed
+    generation that way, with the provider's code (when any) in ``native_finish_reason``."""
+    return ResponseError(
+        f"{'stream' if kind == 'stream' else 'generation'} ended with finish_reason 'error'",
+        code=native if isinstance(native, (int, str)) else None,
+        kind=kind,
+        prompt_id=None if sample is None else str(sample),
+        response=response,
+        retryable=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Whole responses
+
+
+def to_plain(value: Any) -> Any:
+    """A JSON-like view of ``value``: a dict stays a dict; an ``openai`` SDK object becomes the dict the
+    server sent (``to_dict`` keeps ``model_extra`` fields such as ``reasoning`` and drops unset ones)."""
+    if isinstance(value, (Mapping, str, bytes, list, tuple)) or value is None:
+        return value
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump):
+        return model_dump(mode="json", exclude_unset=True)
+    return value
+
+
+def _fail(message: str, field: str, sample: object) -> InvalidResponseError:
+    return InvalidResponseError(message, field=field, sample=sample)
+
+
+def _at(base: str | None, name: str) -> str:
+    """The path of ``name`` inside ``base`` (``base`` None: the top of the response)."""
+    return f"{base}.{name}" if base else name
+
+
+def _is_list(value: object) -> TypeGuard[Sequence[Any]]:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def turn_from_response(
+    response: Any,
+    *,
+    call_index_offset: int = 0,
+    sample: object = None,
+    choice: int = 0,
+    field: str | None = None,
+    finish_reason: str | None = None,
+    logprobs: Any = None,
+    lenient: bool = False,
+) -> AssistantTurn:
+    """The assistant turn in one chat-completion response.
+
+    ``response`` is a chat completion (a dict, its JSON text, or an ``openai`` ``ChatCompletion``), one
+    choice (a dict with a ``message`` object), or a bare assistant message (``content``,
+    ``reasoning``/``reasoning_content``/``reasoning_details``, ``tool_calls``, and optionally its own
+    ``finish_reason`` and ``logprobs``). ``choice`` is the ``index`` of the choice to read.
+    ``call_index_offset`` is how many tool calls the conversation had before this turn (see
+    :func:`kimi_recon.training.count_tool_calls`); it only feeds the suggested replacement for a foreign
+    tool-call id. ``sample`` (the prompt or record id) is named in every error; ``field`` is where the
+    response sits in a larger record: with ``field="response"`` errors name
+    ``response.choices[0].message.tool_calls[0].function.name``.
+
+    ``finish_reason`` and ``logprobs`` are used when the response carries none (record-level fields;
+    their errors name ``finish_reason``/``logprobs``).
+
+    ``lenient=False`` (the default) reads a response as it came off the wire, exact or loud: an
+    ``error`` object (top level or in the choice) or ``finish_reason: "error"`` raises
+    :class:`~kimi_recon.errors.ResponseError`; a turn with neither content nor tool calls nor reasoning,
+    tool-call arguments that are not the text the model wrote, and non-function tool calls are refused;
+    ``reasoning`` wins over ``reasoning_content``, and ``reasoning_details`` are read (text entries, or a
+    summary/encrypted blob that marks the reasoning incomplete); ``native_finish_reason`` can turn the
+    finish reason into ``length``, and an unknown finish reason becomes None (the original kept in
+    ``metadata["finish_reason_raw"]``).
+
+    ``lenient=True`` reads a response as datasets store it (what :mod:`kimi_recon.dataset` reads): it is
+    looser about shapes, never about content. An empty turn is accepted; tool-call arguments may be a
+    parsed object (rendered the way the chat template's ``tojson`` does) or missing; a tool call's
+    ``type`` is not checked and falsy ``tool_calls`` mean none; the role must be ``"assistant"`` when
+    given; ``choice`` is a position in ``choices``, whatever their ``index`` fields say; a message's own
+    ``finish_reason`` key wins over the choice's, and an unknown finish reason is an error; logprob
+    entries are not checked. Error objects, reasoning (``reasoning_details`` included) and
+    ``native_finish_reason`` are read as in the strict mode: a stored summary is still not the reasoning.
+
+    Raises :class:`~kimi_recon.errors.InvalidResponseError` (an :class:`~kimi_recon.errors.InvalidTurnError`)
+    when ``response`` is not one readable turn.
+    """
+    resp = to_plain(response)
+    if isinstance(resp, (str, bytes)):
+        try:
+            resp = json.loads(resp)
+        except ValueError as err:
+            raise _fail(f"is not JSON ({err})", field or "response", sample) from None
+    if not isinstance(resp, Mapping):
+        raise _fail(
+            f"must be a chat completion, a choice or an assistant message object, got {type(resp).__name__}",
+            field or "response",
+            sample,
+        )
+    if resp.get("error") is not None:
+        raise error_from_object(resp["error"], response=resp, sample=sample)
+
+    if "choices" in resp or resp.get("object") == "chat.completion":
+        choices = resp.get("choices")
+        if not _is_list(choices) or not choices:
+            raise _fail("response has no choices", _at(field, "choices"), sample)
+        position, ch = _pick_choice(choices, choice, field, sample, lenient)
+        where: str | None = _at(field, f"choices[{position}]")
+        if ch.get("error") is not None:
+            raise error_from_object(ch["error"], response=resp, sample=sample)
+    elif isinstance(resp.get("message"), Mapping):
+        ch, where = resp, field
+    else:  # a bare message: it is its own choice
+        return _turn_from_parts(resp, resp, resp, field, field, call_index_offset, sample, finish_reason, logprobs, lenient)
+    message = ch.get("message")
+    if not isinstance(message, Mapping):
+        raise _fail(f"must be a message object, got {type(message).__name__}", _at(where, "message"), sample)
+    mwhere = _at(where, "message")
+    return _turn_from_parts(resp, ch, message, where, mwhere, call_index_offset, sample, finish_reason, logprobs, lenient)
+
+
+def _pick_choice(
+    choices: Sequence[Any], wanted: int, field: str | None, sample: object, by_position: bool
+) -> tuple[int, Mapping[str, Any]]:
+    if by_position:
+        positions: Sequence[int] = [wanted] if 0 <= wanted < len(choices) else []
+    else:
+        positions = range(len(choices))
+    for position in positions:
+        ch = choices[position]
+        if not isinstance(ch, Mapping):
+            raise _fail(f"must be an object, got {type(ch).__name__}", _at(field, f"choices[{position}]"), sample)
+        if by_position or ch.get("index", position) == wanted:
+            return position, ch
+    how = "at position" if by_position else "with index"
+    raise _fail(f"has no choice {how} {wanted}", _at(field, "choices"), sample)
+
+
+def _turn_from_parts(
+    resp: Mapping[str, Any],
+    ch: Mapping[str, Any],
+    message: Mapping[str, Any],
+    where: str | None,
+    mwhere: str | None,
+    call_index_offset: int,
+    sample: object,
+    fallback_finish_reason: object,
+    fallback_logprobs: object,
+    lenient: bool,
+) -> AssistantTurn:
+    """The turn of choice ``ch`` (at ``where``) whose message is ``message`` (at ``mwhere``); for a bare
+    message ``ch`` and ``message`` are the same object."""
+    role = message.get("role", "assistant")
+    if role not in (("assistant",) if lenient else ("assistant", None)):
+        raise _fail(f"must be 'assistant', got {role!r}", _at(mwhere, "role"), sample)
+
+    finish_reason, finish_where = ch.get("finish_reason"), _at(where, "finish_reason")
+    if finish_reason is None:
+        finish_reason, finish_where = fallback_finish_reason, "finish_reason"
+    if lenient and "finish_reason" in message:  # some dumps put it in the message; it wins there
+        finish_reason, finish_where = message["finish_reason"], _at(mwhere, "finish_reason")
+    native = ch.get("native_finish_reason")
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise _fail(f"must be a string or null, got {type(finish_reason).__name__}", finish_where, sample)
+    if finish_reason == "error":
+        # OpenRouter ends a failed generation this way; what arrived is not a finished turn.
+        raise finish_reason_error(native, response=resp, sample=sample)
+
+    content_where = _at(mwhere, "content")
+    try:
+        content = content_text(message.get("content"), content_where)
+    except InvalidTurnError as err:
+        raise _fail(err.message, err.field or content_where, sample) from None
+    reasoning, reasoning_complete, reasoning_meta = _reasoning(message, mwhere, sample)
+    calls = _tool_calls(message.get("tool_calls"), mwhere, sample, lenient)
+
+    if lenient and finish_reason is not None and finish_reason not in FINISH_REASONS:
+        raise _fail(
+            f"unknown finish_reason {finish_reason!r}; expected one of {sorted(FINISH_REASONS)} or None",
+            finish_where,
+            sample,
+        )
+    normalised = _finish_reason(finish_reason, native)
+    if not lenient and not content and not calls and not reasoning and reasoning_complete:
+        raise _fail("has neither content nor tool calls nor reasoning", mwhere or "message", sample)
+
+    metadata: dict[str, Any] = {"call_index_offset": call_index_offset}
+    for key, name in (
+        ("response_id", "id"),
+        ("model", "model"),
+        ("provider", "provider"),
+        ("created", "created"),
+        ("system_fingerprint", "system_fingerprint"),
+        ("usage", "usage"),
+    ):
+        if resp.get(name) is not None:
+            metadata[key] = resp[name]
+    if native is not None:
+        metadata["native_finish_reason"] = native
+    metadata.update(reasoning_meta)
+    if normalised != finish_reason:
+        metadata["finish_reason_raw"] = finish_reason
+    if normalised == "length":
+        # Where the cut fell decides what the rebuilt ids end with (no </think>, no <|im_end|>).
+        metadata["truncated_in"] = "tool_calls" if calls else "content" if content else "reasoning"
+    foreign = _foreign_calls(calls, call_index_offset)
+    if foreign:
+        metadata["foreign_tool_call_ids"] = foreign
+
+    raw_logprobs, logprobs_where = ch.get("logprobs"), _at(where, "logprobs")
+    if raw_logprobs is None and fallback_logprobs is not None:
+        raw_logprobs, logprobs_where = fallback_logprobs, "logprobs"
+    return AssistantTurn(
+        reasoning=reasoning,
+        content=content,
+        tool_calls=calls,
+        finish_reason=normalised,
+        reasoning_complete=reasoning_complete,
+        logprobs=_logprobs(raw_logprobs, logprobs_where, sample, check_entries=not lenient),
+        metadata=metadata,
+    )
+
+
+def _finish_reason(finish_reason: str | None, native: object) -> str | None:
+    if finish_reason == "length" or (isinstance(native, str) and native.lower() in _NATIVE_LENGTH):
+        return "length"
+    if finish_reason is None or finish_reason in FINISH_REASONS:
+        return finish_reason
+    # An unknown reason is kept in metadata; guessing one would be worse than saying "unknown".
+    return None
+
+
+def _reasoning(message: Mapping[str, Any], where: str | None, sample: object) -> tuple[str | None, bool, dict[str, Any]]:
+    """(reasoning text, whether it is the full raw reasoning, metadata about where it came from)."""
+    meta: dict[str, Any] = {}
+    plain: str | None = None
+    plain_source: str | None = None
+    for name in ("reasoning", "reasoning_content"):
+        value = message.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise _fail(f"must be a string or null, got {type(value).__name__}", _at(where, name), sample)
+        if plain is None or (not plain and value):
+            plain, plain_source = value, name
+
+    details = message.get("reasoning_details")
+    texts: list[str] = []
+    summaries: list[str] = []
+    kinds: list[str] = []
+    if details is not None:
+        details_where = _at(where, "reasoning_details")
+        if not _is_list(details):
+            raise _fail(f"must be a list, got {type(details).__name__}", details_where, sample)
+        for i, detail in enumerate(details):
+            dwhere = f"{details_where}[{i}]"
+            if not isinstance(detail, Mapping):
+                raise _fail(f"must be an object, got {type(detail).__name__}", dwhere, sample)
+            kind = detail.get("type")
+            kinds.append(str(kind))
+            if kind == "reasoning.text":
+                text = detail.get("text")
+                if text is None:  # an entry may carry only a signature
+                    continue
+                if not isinstance(text, str):
+                    raise _fail(f"must be a string, got {type(text).__name__}", f"{dwhere}.text", sample)
+                texts.append(text)
+            elif kind == "reasoning.summary":
+                summary = detail.get("summary")
+                if isinstance(summary, str):
+                    summaries.append(summary)
+    if kinds:
+        meta["reasoning_detail_types"] = sorted(set(kinds))
+
+    has_text = any(kind == "reasoning.text" for kind in kinds) and bool(texts)
+    if kinds and not has_text and any(kind in _HIDDEN_REASONING for kind in kinds):
+        # Only a summary or an encrypted blob came back: the tokens the model generated are unknown.
+        # Any plain ``reasoning`` string is then that summary, not the reasoning, so it is not used.
+        summary = "".join(summaries) if summaries else plain
+        if summary:
+            meta["reasoning_summary"] = summary
+        meta["reasoning_source"] = None
+        return None, False, meta
+
+    detail_text = "".join(texts) if has_text else None
+    if plain and detail_text is not None and detail_text != plain:
+        meta["reasoning_sources_disagree"] = True
+    if plain or (plain is not None and detail_text is None):
+        meta["reasoning_source"] = plain_source
+        return plain, True, meta
+    if detail_text is not None:
+        meta["reasoning_source"] = "reasoning_details"
+        return detail_text, True, meta
+    return None, True, meta
+
+
+def _tool_calls(raw_calls: object, where: str | None, sample: object, lenient: bool) -> tuple[ToolCall, ...]:
+    if raw_calls is None or (lenient and not raw_calls):
+        return ()
+    calls_where = _at(where, "tool_calls")
+    if not _is_list(raw_calls):
+        raise _fail(f"must be a list, got {type(raw_calls).__name__}", calls_where, sample)
+    calls = []
+    for i, raw in enumerate(raw_calls):
+        cwhere = f"{calls_where}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise _fail(f"must be an object, got {type(raw).__name__}", cwhere, sample)
+        kind = raw.get("type", "function")
+        if not lenient and kind not in ("function", None):
+            raise _fail(f"has type {kind!r}; only function calls can be rebuilt", f"{cwhere}.type", sample)
+        function = raw.get("function")
+        if not isinstance(function, Mapping):
+            raise _fail("has no 'function' object", f"{cwhere}.function", sample)
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise _fail(f"must be a non-empty string, got {name!r}", f"{cwhere}.function.name", sample)
+        arguments = function.get("arguments")
+        if lenient:
+            arguments = "" if arguments is None else arguments
+            if not isinstance(arguments, (str, Mapping)):
+                raise _fail(
+                    f"must be a JSON string or an object, got {type(arguments).__name__}",
+                    f"{cwhere}.function.arguments",
+                    sample,
+                )
+        elif not isinstance(arguments, str):
+            # A parsed object (or null) means the server re-serialised or dropped the text the model
+            # wrote; its exact spacing and key order are gone, so refuse rather than guess.
+            raise _fail(
+                f"must be the argument text the model generated (a string), got {type(arguments).__name__}",
+                f"{cwhere}.function.arguments",
+                sample,
+            )
+        call_id = raw.get("id")
+        if call_id is not None and not isinstance(call_id, str):
+            raise _fail(f"must be a string, got {type(call_id).__name__}", f"{cwhere}.id", sample)
+        calls.append(ToolCall(id=call_id or None, name=name, arguments=arguments))
+    return tuple(calls)
+
+
+def _logprobs(raw: object, where: str, sample: object, *, check_entries: bool) -> tuple[Mapping[str, Any], ...] | None:
+    if raw is None:
+        return None
+    entries, where = (raw.get("content"), f"{where}.content") if isinstance(raw, Mapping) else (raw, where)
+    if entries is None:
+        return None
+    if not _is_list(entries):
+        raise _fail(f"must be a list of token entries, got {type(entries).__name__}", where, sample)
+    if check_entries:
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, Mapping):
+                raise _fail(f"must be an object, got {type(entry).__name__}", f"{where}[{i}]", sample)
+    return tuple(entries)
