@@ -11,7 +11,6 @@ row at all, and the next run sends it again.
 
 from __future__ import annotations
 
-import importlib
 import queue
 import sys
 import threading
@@ -192,8 +191,7 @@ def run_generate(
     ``client`` and ``reconstructor`` replace the defaults (an SDK client from the config; kimi-recon's
     reconstruction with the configured profile and tokenizer), e.g. in tests.
     """
-    # Through importlib: tqdm ships no type information here, and the result is used as Any either way.
-    tqdm: Any = importlib.import_module("tqdm").tqdm
+    from tqdm import tqdm
 
     err_stream = stderr if stderr is not None else sys.stderr
     options = config.options
