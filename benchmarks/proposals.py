@@ -6,8 +6,9 @@ that every record still gets identical ids, and report the speed they would give
 for the package's owners:
 
 1. ``official_chunks`` scans every text longer than 25,000 characters with a Python regex
-   (``_LONG_RUN``): ~9 ns/character on the corpus (the BPE is ~56), up to ~25 on repetitive text. A run of more than
-   25,000 characters always contains a whole 12,500-character block aligned at a multiple of 12,500,
+   (``_LONG_RUN``): ~9 ns/character on the corpus (the BPE takes ~56), up to ~25 on repetitive text.
+   A run of more than 25,000 characters always contains a whole 12,500-character block aligned at a
+   multiple of 12,500,
    so checking that no aligned block is all-whitespace or all-non-whitespace (two ``re.search`` calls
    per block, each stopping at the first hit) proves there is no cut, at O(len / 12,500) cost.
    Only texts that fail the check take the existing scan; the chunks are identical.

@@ -46,7 +46,7 @@ def encode_rendered(rendered: RenderedTurn, tokenizer: KimiTokenizer, special_te
     joining them gives the same ids as one encode when no field holds special-token text.
     """
     if special_text == "special":
-        return tokenizer.encode(rendered.text)
+        return tokenizer.encode_with_specials(rendered.text, rendered.special_texts)
     if special_text != "ordinary":
         raise ValueError(f"special_text must be 'special' or 'ordinary', got {special_text!r}")
     ids: list[int] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Mapping
@@ -10,7 +11,7 @@ from typing import Any
 
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
-from .special_tokens import SPECIAL_TOKENS
+from .special_tokens import SPECIAL_TOKENS, special_texts_in
 
 THINK_BEGIN = "<think>"
 THINK_END = "</think>"
@@ -24,8 +25,6 @@ CALL_END = "<|tool_call_end|>"
 #: The id format the model writes for its own tool calls.
 MODEL_TOOL_CALL_ID = re.compile(r"functions\.(?P<name>.+):(?P<index>\d+)")
 
-# Candidates only; a match counts when the tokenizer's table has the text.
-_SPECIAL_CANDIDATE = re.compile(r"<\|[A-Za-z0-9_]+\|>|\[[A-Z]{3}\]|</?think>")
 _KNOWN_SPECIAL_TEXTS = frozenset(SPECIAL_TOKENS.texts())
 
 
@@ -47,12 +46,17 @@ class Segment:
 
 @dataclass(frozen=True)
 class RenderedTurn:
-    """The rendered text, the pieces it was built from, and what rendering noticed."""
+    """The rendered text, the pieces it was built from, and what rendering noticed.
+
+    ``special_texts`` holds every special-token-shaped text in the turn: the markers rendering wrote
+    and whatever the fields contain, so the encode can allow exactly those.
+    """
 
     segments: tuple[Segment, ...]
     flags: tuple[Flag, ...]
+    special_texts: frozenset[str] = frozenset()
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
         return "".join(s.text for s in self.segments)
 
@@ -63,11 +67,6 @@ class RenderedTurn:
 def model_tool_call_id(name: str, index: int) -> str:
     """The id the model writes for its ``index``-th tool call of the conversation."""
     return f"functions.{name}:{index}"
-
-
-def special_texts_in(text: str, known: frozenset[str] = _KNOWN_SPECIAL_TEXTS) -> list[str]:
-    """Special-token texts that occur literally in ``text``, in order."""
-    return [m.group() for m in _SPECIAL_CANDIDATE.finditer(text) if m.group() in known]
 
 
 def render_turn(
@@ -129,12 +128,15 @@ def render_turn(
     else:
         segments.append(Segment(IM_END))
 
+    specials = {seg.text for seg in segments if seg.is_marker}
     for seg in segments:
         if seg.field is not None:
-            found = special_texts_in(seg.text)
+            shaped = special_texts_in(seg.text)
+            specials.update(shaped)
+            found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
             if found:
-                flags.append(Flag("special_text_in_field", f"contains special-token text {sorted(set(found))}; one encode makes it special ids", seg.field))
-    return RenderedTurn(tuple(s for s in segments if s.text), tuple(flags))
+                flags.append(Flag("special_text_in_field", f"contains special-token text {found}; one encode makes it special ids", seg.field))
+    return RenderedTurn(tuple(s for s in segments if s.text), tuple(flags), frozenset(specials))
 
 
 def render_assistant_turn(

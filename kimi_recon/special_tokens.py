@@ -8,10 +8,25 @@ tokenizers (see :mod:`kimi_recon.audit`). It was taken from Moonshot's official 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 
 from .errors import UnknownSpecialTokenError
+
+#: Every special-token text of the Kimi tokenizers has one of these shapes (``<|name|>``, ``[XYZ]``,
+#: ``<think>``, ``</think>``); a tokenizer whose table does not is handled without the scan (see
+#: ``KimiTokenizer.encode_with_specials``).
+SPECIAL_TEXT_SHAPE = re.compile(r"<\|[A-Za-z0-9_]+\|>|\[[A-Z]{3}\]|</?think>")
+
+
+def special_texts_in(text: str, known: Container[str] | None = None) -> list[str]:
+    """Special-token-shaped substrings of ``text``, in order; only those in ``known`` when it is given."""
+    if "<" not in text and "[" not in text:  # most text: two memchr scans instead of a regex pass
+        return []
+    found = SPECIAL_TEXT_SHAPE.findall(text)
+    return found if known is None else [t for t in found if t in known]
+
 
 #: Ids 0..163583 are BPE ranks; the 256 ids from here on are special-token slots.
 NUM_BASE_TOKENS = 163_584

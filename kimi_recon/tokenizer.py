@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import Any
 import tiktoken
 
 from .errors import InvalidInputError, TokenizerLoadError
-from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TOKENS, SpecialTokenRegistry, reserved_token_text
+from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SPECIAL_TOKENS, SpecialTokenRegistry, reserved_token_text
 
 #: sha256 of every tiktoken.model known to be a Kimi vocab.
 KNOWN_VOCAB_SHA256: Mapping[str, str] = {
@@ -75,13 +75,32 @@ def _long_run(max_run: int) -> re.Pattern[str]:
     return re.compile(r"(?<!\s)\s{%d,}|(?<!\S)\S{%d,}" % (max_run + 1, max_run + 1))
 
 
+def _may_have_long_run(piece: str, max_run: int) -> bool:
+    """False only when ``piece`` surely has no run longer than ``max_run``.
+
+    Such a run contains a whole block of ``max_run // 2`` characters aligned at a multiple of that size,
+    and that block is all whitespace or all non-whitespace; two searches per block rule it out.
+    """
+    block = max(max_run // 2, 1)
+    for start in range(0, len(piece) - block + 1, block):
+        if _SPACE.search(piece, start, start + block) is None or _NON_SPACE.search(piece, start, start + block) is None:
+            return True
+    return False
+
+
+_SPACE = re.compile(r"\s")
+_NON_SPACE = re.compile(r"\S")
+
+
 def official_chunks(text: str, max_chars: int = MAX_ENCODE_CHARS, max_run: int = MAX_RUN_CHARS) -> Iterator[str]:
     """The pieces the official encode tokenizes separately, in order; they concatenate to ``text``."""
-    long_run = _long_run(max_run)
     for start in range(0, len(text), max_chars):
         piece = text[start : start + max_chars]
+        if not _may_have_long_run(piece, max_run):
+            yield piece
+            continue
         cut = 0
-        for run in long_run.finditer(piece):
+        for run in _long_run(max_run).finditer(piece):
             # The official loop cuts a long run at its (max_run + 1)-th character, then every max_run after.
             for pos in range(run.start() + max_run, run.end(), max_run):
                 yield piece[cut:pos]
@@ -110,6 +129,8 @@ class KimiTokenizer:
         self.vocab_sha256 = vocab_sha256
         self._special = dict(encoding._special_tokens)
         self._special_by_id = {v: k for k, v in self._special.items()}
+        # encode_with_specials may trust a scan for special texts only if every one has a scannable shape.
+        self._specials_scannable = all(SPECIAL_TEXT_SHAPE.fullmatch(t) for t in self._special)
 
     def __repr__(self) -> str:
         return f"KimiTokenizer(source={self.source!r}, vocab_size={self.vocab_size})"
@@ -153,6 +174,23 @@ class KimiTokenizer:
         ids: list[int] = []
         for chunk in official_chunks(text):
             ids += enc.encode(chunk, allowed_special="all") if allow_special else enc.encode_ordinary(chunk)
+        return ids
+
+    def encode_with_specials(self, text: str, special_texts: Set[str]) -> list[int]:
+        """``encode(text)``, given every special-token-shaped text that occurs in ``text``.
+
+        The same ids as :meth:`encode`, faster: tiktoken converts the allowed set on every call, and a
+        handful of texts costs far less than all 256 (the renderer knows which ones a turn holds).
+        """
+        if not self._specials_scannable:
+            return self.encode(text)
+        allowed = {t for t in special_texts if t in self._special}
+        enc = self._encoding
+        if len(text) <= MAX_RUN_CHARS:
+            return enc.encode(text, allowed_special=allowed, disallowed_special=())
+        ids: list[int] = []
+        for chunk in official_chunks(text):
+            ids += enc.encode(chunk, allowed_special=allowed, disallowed_special=())
         return ids
 
     def decode(self, ids: Sequence[int]) -> str:

@@ -260,3 +260,20 @@ def test_core_import_does_not_pull_heavy_modules() -> None:
     code = "import sys, kimi_recon; bad = [m for m in ('transformers', 'openai', 'torch', 'datasets') if m in sys.modules]; print(bad)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ})
     assert out.stdout.strip() == "[]"
+
+
+@given(pieces)
+def test_encode_with_the_specials_present_equals_encode(tok: KimiTokenizer, parts: list[str]) -> None:
+    from kimi_recon.special_tokens import special_texts_in
+
+    text = "".join(parts)
+    assert tok.encode_with_specials(text, set(special_texts_in(text))) == tok.encode(text)
+
+
+def test_encode_with_specials_falls_back_for_unscannable_tables(tok: KimiTokenizer) -> None:
+    odd = tiktoken.Encoding(
+        name="odd", pat_str=tok.encoding._pat_str, mergeable_ranks=tok.encoding._mergeable_ranks,
+        special_tokens={**tok.encoding._special_tokens, "@@stop@@": 163840},
+    )
+    other = KimiTokenizer(odd, source="odd")
+    assert other.encode_with_specials("a@@stop@@", set()) == other.encode("a@@stop@@") == [64, 163840]
