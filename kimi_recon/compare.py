@@ -34,6 +34,7 @@ __all__ = [
     "Region",
     "TokenView",
     "check_ids",
+    "compare_checked_ids",
     "compare_ids",
     "is_canonical",
 ]
@@ -304,9 +305,12 @@ def compare_ids(
     Ids outside the vocabulary raise :class:`InvalidInputError` naming ``reference`` or ``reconstructed``.
     """
     tok = tokenizer if tokenizer is not None else load_tokenizer()
-    ref = check_ids(reference, tok, "reference")
-    rec = check_ids(reconstructed, tok, "reconstructed")
-    return _Comparer(tok).compare(ref, rec, context)
+    return compare_checked_ids(check_ids(reference, tok, "reference"), check_ids(reconstructed, tok, "reconstructed"), tok, context=context)
+
+
+def compare_checked_ids(reference: list[int], reconstructed: list[int], tokenizer: KimiTokenizer, *, context: int = 4) -> Comparison:
+    """:func:`compare_ids` for ids already validated (by :func:`check_ids`, or produced by the tokenizer)."""
+    return _Comparer(tokenizer).compare(reference, reconstructed, context)
 
 
 class _Comparer:

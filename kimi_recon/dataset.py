@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from . import responses
-from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_ids
+from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError
 from .models import AssistantTurn
 from .profiles import get_profile
@@ -476,7 +476,7 @@ def audit_record(
             raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
         reference = check_ids(ref_found[1], tok, ref_found[0])
         recon = _reconstruct(rec, tok, profile, thinking, use_logprobs)
-        comparison = compare_ids(reference, recon.ids, tok)
+        comparison = compare_checked_ids(reference, recon.ids, tok)  # reconstructed ids come from the tokenizer
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         if isinstance(err, InvalidRecordError) and err.line is not None:
             line = err.line
