@@ -4,7 +4,15 @@ from .audit import AuditReport, assert_special_tokens_ok, audit_ids, audit_speci
 from .chat_template import render_chat_template
 from .compare import Comparison, compare_ids, is_canonical
 from .dataset import DatasetAudit, RecordResult, audit_dataset, audit_record, reconstruct_records
-from .errors import InvalidInputError, InvalidTurnError, KimiReconError, TokenizerLoadError, UnknownSpecialTokenError
+from .errors import (
+    InvalidInputError,
+    InvalidResponseError,
+    InvalidTurnError,
+    KimiReconError,
+    ResponseError,
+    TokenizerLoadError,
+    UnknownSpecialTokenError,
+)
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag, ToolCall
 from .profiles import PROFILES, ChatProfile, get_profile
@@ -26,12 +34,14 @@ __all__ = [
     "DatasetAudit",
     "Flag",
     "InvalidInputError",
+    "InvalidResponseError",
     "InvalidTurnError",
     "KimiReconError",
     "KimiTokenizer",
     "LogprobsError",
     "ReasoningDroppedWarning",
     "Reconstruction",
+    "ResponseError",
     "RecordResult",
     "RenderedTurn",
     "SpecialToken",

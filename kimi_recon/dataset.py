@@ -66,7 +66,7 @@ __all__ = [
     "reconstruct_records",
     "record_id",
     "response_of",
-    "turn_from_response",
+    "turn_of_record",
 ]
 
 #: Keys a record may hold its response under, in the order they are looked for.
@@ -345,14 +345,14 @@ def record_id(record: object) -> str | None:
     return None
 
 
-def turn_from_response(response: object, record: Mapping[str, Any] | None = None, *, field: str = "response") -> AssistantTurn:
-    """The assistant turn of a chat completion, a choice, or an assistant message (see the module doc).
+def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
+    """The assistant turn of a record's response: a chat completion, a choice, or an assistant message.
 
     :func:`kimi_recon.responses.turn_from_response` read leniently (as datasets store responses), with
     the record's ``finish_reason`` (default ``"stop"``) and ``logprobs`` used where the response has none.
     Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
     """
-    rec = record if record is not None else {}
+    field, response = response_of(rec)
     offset = rec.get("call_index_offset")  # checked by _options; here it only feeds the turn's metadata
     offset = int(offset) if isinstance(offset, numbers.Integral) and not isinstance(offset, bool) else 0
     return responses.turn_from_response(
@@ -442,8 +442,7 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
 
 
 def _reconstruct(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool) -> Reconstruction:
-    key, response = response_of(rec)
-    turn = turn_from_response(response, rec, field=key)
+    turn = turn_of_record(rec)
     prof, think, offset = _options(rec, profile, thinking)
     return reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
 

@@ -141,14 +141,13 @@ def sample_from_record(
     """A training sample from one record: ``messages``, optional ``tools``, and the response (under
     ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it); the record's own
     ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id."""
-    from .dataset import record_id, response_of, turn_from_response
+    from .dataset import record_id, turn_of_record
 
     try:
         messages = record.get("messages")
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
-        key, response = response_of(record)
-        turn = turn_from_response(response, record, field=key)
+        turn = turn_of_record(record)
         return build_training_sample(
             messages,
             turn,

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import OFFICIAL, read_jsonl
 from kimi_recon import InvalidTurnError, KimiReconError, turn_from_response
-from kimi_recon.dataset import turn_from_response as dataset_turn_from_response
+from kimi_recon.dataset import turn_of_record
 from kimi_recon.errors import InvalidResponseError, ResponseError
 from kimi_recon.training import count_tool_calls
 
@@ -110,10 +110,8 @@ def test_a_bad_record_level_fallback_is_named_as_a_record_field() -> None:
 def test_the_dataset_reader_is_the_lenient_core_parser_with_the_records_fallbacks() -> None:
     msg = message(content="Hi")
     record = {"response": msg, "finish_reason": "length", "logprobs": LOGPROBS}
-    assert dataset_turn_from_response(msg, record) == turn_from_response(
-        msg, finish_reason="length", logprobs=LOGPROBS, lenient=True
-    )
-    assert dataset_turn_from_response(msg).finish_reason == "stop"  # a record without one: "stop"
+    assert turn_of_record(record) == turn_from_response(msg, finish_reason="length", logprobs=LOGPROBS, lenient=True)
+    assert turn_of_record({"response": msg}).finish_reason == "stop"  # a record without one: "stop"
 
 
 # -- errors name the field -----------------------------------------------------------------------------
