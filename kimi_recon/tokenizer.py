@@ -136,8 +136,12 @@ class KimiTokenizer:
         return f"KimiTokenizer(source={self.source!r}, vocab_size={self.vocab_size})"
 
     def __reduce__(self) -> str | tuple[Any, ...]:
-        # Workers of a process pool re-load from the source instead of pickling a 160k-entry table.
-        return (_reload, (self.source,))
+        # Workers of a process pool re-load from the source instead of unpickling a 160k-entry table;
+        # a tokenizer that cannot be re-loaded the same way (a wrapped object, an unchecked vocab) is copied.
+        if self.source == BUNDLED or (Path(self.source).is_dir() and self.vocab_sha256 in KNOWN_VOCAB_SHA256):
+            return (_reload, (self.source,))
+        state = (self.added_tokens, self.chat_template, self.model_config, self.source, self.vocab_sha256)
+        return (_rebuild, (self._encoding, *state))
 
     @property
     def encoding(self) -> tiktoken.Encoding:
@@ -265,6 +269,19 @@ def _load_bundled() -> KimiTokenizer:
 
 def _reload(source: str) -> KimiTokenizer:
     return load_tokenizer(None if source == BUNDLED else source)
+
+
+def _rebuild(
+    encoding: tiktoken.Encoding,
+    added_tokens: Mapping[int, AddedToken],
+    chat_template: str | None,
+    model_config: Mapping[str, Any],
+    source: str,
+    vocab_sha256: str | None,
+) -> KimiTokenizer:
+    return KimiTokenizer(
+        encoding, added_tokens=added_tokens, chat_template=chat_template, model_config=model_config, source=source, vocab_sha256=vocab_sha256
+    )
 
 
 def load_tokenizer_dir(path: Path, *, verify_hash: bool = True) -> KimiTokenizer:

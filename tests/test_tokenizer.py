@@ -277,3 +277,20 @@ def test_encode_with_specials_falls_back_for_unscannable_tables(tok: KimiTokeniz
     )
     other = KimiTokenizer(odd, source="odd")
     assert other.encode_with_specials("a@@stop@@", set()) == other.encode("a@@stop@@") == [64, 163840]
+
+
+def test_wrapped_object_tokenizer_survives_pickling(tmp_path: Path, tok: KimiTokenizer) -> None:
+    import pickle
+
+    wrapped = load_tokenizer(_OfficialLikeTokenizer(tmp_path, tok.encoding))
+    copy = pickle.loads(pickle.dumps(wrapped))
+    assert copy.encode("a<|im_end|>é") == tok.encode("a<|im_end|>é") and copy.chat_template == wrapped.chat_template
+
+
+def test_directory_tokenizer_pickles_by_reloading(tokenizer_dir: Path) -> None:
+    import pickle
+
+    other = load_tokenizer(tokenizer_dir)
+    data = pickle.dumps(other)
+    assert len(data) < 1_000  # the path, not the 160k-entry table
+    assert pickle.loads(data).encode("x<think>") == other.encode("x<think>")
