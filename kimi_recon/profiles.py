@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
@@ -36,9 +37,12 @@ class ChatProfile:
 
     def template_source(self) -> str | None:
         """The bundled template text, or None when the tokenizer's own template is meant."""
-        if self.template is None:
-            return None
-        return (resources.files("kimi_recon") / "data" / "templates" / self.template).read_text(encoding="utf-8")
+        return None if self.template is None else _bundled_template(self.template)
+
+
+@functools.lru_cache(maxsize=None)
+def _bundled_template(name: str) -> str:
+    return (resources.files("kimi_recon") / "data" / "templates" / name).read_text(encoding="utf-8")
 
 
 PROFILES: dict[str, ChatProfile] = {

@@ -12,6 +12,7 @@ from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
 from .reconstruct import reconstruct_output_ids
 from .tokenizer import KimiTokenizer, load_tokenizer
+from .tool_declaration import render_tools_declaration
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,6 @@ def render_prompt(
     kwargs: dict[str, Any] = dict(template_kwargs or {})
     if tools:
         if prof.thinking_style == "prompt_opens":
-            from .tool_declaration import render_tools_declaration
-
             tools = deep_sorted(list(tools))
             kwargs["tools_ts_str"] = render_tools_declaration(tools)
     if prof.thinking_style == "prompt_opens":
