@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -108,6 +108,20 @@ def official_chunks(text: str, max_chars: int = MAX_ENCODE_CHARS, max_run: int =
         yield piece[cut:]
 
 
+def _check_text(text: object) -> None:
+    if not isinstance(text, str):
+        raise InvalidInputError(f"encode() takes a str, got {type(text).__name__}", field="text")
+
+
+def _encode_in_official_chunks(text: str, encode_piece: Callable[[str], list[int]]) -> list[int]:
+    if len(text) <= MAX_RUN_CHARS:  # no cut can fall inside a text this short
+        return encode_piece(text)
+    ids: list[int] = []
+    for chunk in official_chunks(text):
+        ids += encode_piece(chunk)
+    return ids
+
+
 class KimiTokenizer:
     """Encode and decode exactly as Moonshot's official Kimi tokenizer does."""
 
@@ -170,15 +184,11 @@ class KimiTokenizer:
 
         With ``allow_special=False``, special-token text is encoded as ordinary text.
         """
-        if not isinstance(text, str):
-            raise InvalidInputError(f"encode() takes a str, got {type(text).__name__}", field="text")
+        _check_text(text)
         enc = self._encoding
-        if len(text) <= MAX_RUN_CHARS:  # no cut can fall inside a text this short
-            return enc.encode(text, allowed_special="all") if allow_special else enc.encode_ordinary(text)
-        ids: list[int] = []
-        for chunk in official_chunks(text):
-            ids += enc.encode(chunk, allowed_special="all") if allow_special else enc.encode_ordinary(chunk)
-        return ids
+        if allow_special:
+            return _encode_in_official_chunks(text, functools.partial(enc.encode, allowed_special="all"))
+        return _encode_in_official_chunks(text, enc.encode_ordinary)
 
     def encode_with_specials(self, text: str, special_texts: Set[str]) -> list[int]:
         """``encode(text)``, given every special-token-shaped text that occurs in ``text``.
@@ -188,14 +198,9 @@ class KimiTokenizer:
         """
         if not self._specials_scannable:
             return self.encode(text)
+        _check_text(text)
         allowed = {t for t in special_texts if t in self._special}
-        enc = self._encoding
-        if len(text) <= MAX_RUN_CHARS:
-            return enc.encode(text, allowed_special=allowed, disallowed_special=())
-        ids: list[int] = []
-        for chunk in official_chunks(text):
-            ids += enc.encode(chunk, allowed_special=allowed, disallowed_special=())
-        return ids
+        return _encode_in_official_chunks(text, functools.partial(self._encoding.encode, allowed_special=allowed, disallowed_special=()))
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids`` (invalid UTF-8 becomes U+FFFD, as in the official decode)."""

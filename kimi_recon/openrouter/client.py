@@ -80,30 +80,27 @@ class Fetched:
     stream: bool
 
 
-def _timeout_types() -> tuple[type[BaseException], ...]:
-    import openai
-
-    types: list[type[BaseException]] = [openai.APITimeoutError, TimeoutError]
+def _sdk_error_types(base: list[type[BaseException]], transport_attr: str) -> tuple[type[BaseException], ...]:
+    """``base`` plus the matching exception of whichever transport (httpx2 or httpx) is installed."""
     for module in ("httpx2", "httpx"):  # the transport the installed SDK uses, read mid-stream
         try:
             mod = __import__(module)
         except ImportError:
             continue
-        types.append(mod.TimeoutException)
-    return tuple(types)
+        base.append(getattr(mod, transport_attr))
+    return tuple(base)
+
+
+def _timeout_types() -> tuple[type[BaseException], ...]:
+    import openai
+
+    return _sdk_error_types([openai.APITimeoutError, TimeoutError], "TimeoutException")
 
 
 def _transport_types() -> tuple[type[BaseException], ...]:
     import openai
 
-    types: list[type[BaseException]] = [openai.APIConnectionError, ConnectionError]
-    for module in ("httpx2", "httpx"):
-        try:
-            mod = __import__(module)
-        except ImportError:
-            continue
-        types.append(mod.TransportError)
-    return tuple(types)
+    return _sdk_error_types([openai.APIConnectionError, ConnectionError], "TransportError")
 
 
 def fetch(client: OpenAI, kwargs: Mapping[str, Any], *, secret: str | None = None) -> Fetched:
