@@ -672,13 +672,12 @@ def _stream(
 
 
 def _progress_bar(records: RecordsArg, progress: bool | None, desc: str) -> Any:
-    show = sys.stderr.isatty() if progress is None else progress
-    if not show:
-        return None
+    """A tqdm bar on stderr; a disabled one (whose methods do nothing) when not shown."""
     from tqdm import tqdm
 
+    show = sys.stderr.isatty() if progress is None else progress
     total = len(records) if isinstance(records, Sized) else None
-    return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=not show)
 
 
 def reconstruct_records(
@@ -700,15 +699,10 @@ def reconstruct_records(
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, use_logprobs)
-    bar = _progress_bar(records, progress, "reconstruct")
-    try:
+    with _progress_bar(records, progress, "reconstruct") as bar:
         for result in _stream(records, _reconstruct_chunk, job, tok, n, chunk_size):
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
             yield result
-    finally:
-        if bar is not None:
-            bar.close()
 
 
 class _Tally:
@@ -797,16 +791,11 @@ def audit_dataset(
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, use_logprobs)
     tally = _Tally(examples, max_errors)
-    bar = _progress_bar(records, progress, "audit")
     start = time.perf_counter()
-    try:
+    with _progress_bar(records, progress, "audit") as bar:
         for result in _stream(records, _audit_chunk, job, tok, n, chunk_size):
             tally.add(result)
-            if bar is not None:
-                bar.update(1)
-                if tally.total % 256 == 0:
-                    bar.set_postfix(exact=_pct(tally.counts[EXACT] / max(1, tally.total - tally.error_count)), errors=tally.error_count)
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(1)
+            if tally.total % 256 == 0 and not bar.disable:
+                bar.set_postfix(exact=_pct(tally.counts[EXACT] / max(1, tally.total - tally.error_count)), errors=tally.error_count)
     return tally.freeze(get_profile(profile).name, thinking, time.perf_counter() - start)
