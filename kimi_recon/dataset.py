@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from . import responses
+from ._io import open_input
 from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError
 from .models import AssistantTurn
@@ -324,7 +325,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
 
 
 def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    with open(path, "rb") as f:
+    with open_input(path) as f:  # "-" is stdin
         for line_no, raw in enumerate(f, 1):
             if raw.strip():
                 yield line_no, raw
@@ -338,6 +339,8 @@ def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidR
         return InvalidRecordError(f"is not UTF-8 ({err.reason} at byte {err.start})", field="line", line=line)
     except ValueError as err:
         return InvalidRecordError(f"is not JSON: {err}", field="line", line=line)
+    except RecursionError:
+        return InvalidRecordError("is nested too deeply to read", field="line", line=line)
     if not isinstance(value, dict):
         return InvalidRecordError(f"must be a JSON object, got {type(value).__name__}", field="line", line=line)
     return value
@@ -741,7 +744,7 @@ def _progress_bar(records: RecordsArg, progress: bool | None, desc: str) -> Any:
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if progress is None else progress
-    total = len(records) if isinstance(records, Sized) else None
+    total = len(records) if isinstance(records, Sized) and not isinstance(records, (str, bytes)) else None
     return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=not show)
 
 
