@@ -500,10 +500,11 @@ def record_token_counts(
     if prompt_len is None and reported_counts(usage)[0] is not None:
         messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
         if isinstance(messages, list):
-            from .training import render_prompt
+            from .training import encode_prompt
 
             try:
-                prompt_len = len(tokenizer.encode(render_prompt(messages, rec.get("tools"), profile, thinking, tokenizer)))
+                options = {"thinking_effort": rec.get("thinking_effort"), "tool_choice": rec.get("tool_choice")}
+                prompt_len = len(encode_prompt(messages, rec.get("tools"), profile, thinking, tokenizer, **options))
             except (InvalidInputError, TypeError, ValueError):
                 unchecked = (f"{PROMPT}_unchecked",)
         elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):

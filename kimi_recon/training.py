@@ -12,6 +12,7 @@ from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
 from .reconstruct import reconstruct_output_ids
 from .segments import Segment, encode_segments
+from .special_tokens import special_texts_in
 from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
 from .usage_check import TokenCounts
@@ -144,6 +145,28 @@ def prompt_segments(
     return k3_prompt_segments(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
+def encode_prompt(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    profile: str | ChatProfile = "kimi-k2.5",
+    thinking: bool = True,
+    tokenizer: KimiTokenizer | None = None,
+    *,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+) -> list[int]:
+    """The prompt ids a training sample starts with: the prompt rendered as the official code renders it
+    (chat template, or K3's renderer), encoded as the official tokenizer encodes it for that profile."""
+    prof = get_profile(profile)
+    tok = tokenizer_for_profile(tokenizer, prof)
+    segments = prompt_segments(messages, tools, prof, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    if segments is not None:
+        return encode_segments(segments, tok, prof)
+    text = render_prompt(messages, tools, prof, thinking, tok, tool_choice=tool_choice)
+    # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
+    return tok.encode_with_specials(text, frozenset(special_texts_in(text)))
+
+
 def build_training_sample(
     messages: Sequence[Mapping[str, Any]],
     turn: AssistantTurn | Mapping[str, Any],
@@ -164,11 +187,7 @@ def build_training_sample(
     """
     prof = get_profile(profile)
     tok = tokenizer_for_profile(tokenizer, prof)
-    segments = prompt_segments(messages, tools, prof, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
-    if segments is not None:
-        prompt_ids = encode_segments(segments, tok, prof)
-    else:
-        prompt_ids = tok.encode(render_prompt(messages, tools, prof, thinking, tok, tool_choice=tool_choice))
+    prompt_ids = encode_prompt(messages, tools, prof, thinking, tok, thinking_effort=thinking_effort, tool_choice=tool_choice)
     output = reconstruct_output_ids(turn, tok, prof, thinking, call_index_offset=count_tool_calls(messages), stop=stop)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,

@@ -60,17 +60,14 @@ def make_reconstructor(
 
 
 def make_prompt_counter(*, profile: str = "kimi-k2.5", thinking: bool = True, tokenizer: str | None = None) -> PromptCounter:
-    """A function giving the length of a prompt's ids (the same ids ``--prompt-ids`` writes); raises a
+    """A function giving the length of a prompt's ids (the ids ``--prompt-ids`` writes); raises a
     :class:`~kimi_recon.errors.KimiReconError` when the prompt cannot be rendered."""
-    from ..special_tokens import special_texts_in
-    from ..tokenizer import load_tokenizer
-    from ..training import render_prompt
+    from ..tokenizer import load_tokenizer, tokenizer_for_profile
+    from ..training import encode_prompt
 
-    tok = load_tokenizer(tokenizer)
+    tok = tokenizer_for_profile(load_tokenizer(tokenizer), profile)
 
     def count(prompt: Prompt) -> int:
-        text = render_prompt(list(prompt.messages), list(prompt.tools) if prompt.tools else None, profile, thinking, tok)
-        # encode_with_specials gives encode()'s ids, faster, given every special-shaped text in the prompt
-        return len(tok.encode_with_specials(text, frozenset(special_texts_in(text))))
+        return len(encode_prompt(list(prompt.messages), list(prompt.tools) if prompt.tools else None, profile, thinking, tok))
 
     return count
