@@ -10,6 +10,7 @@ from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
 from .render import IM_END, RenderedTurn, render_turn
+from .responses import as_turn
 from .tokenizer import KimiTokenizer, load_tokenizer
 
 SpecialTextMode = Literal["special", "ordinary"]
@@ -62,7 +63,7 @@ def encode_rendered(rendered: RenderedTurn, tokenizer: KimiTokenizer, special_te
 
 
 def reconstruct_output_ids(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | str | Any,
     tokenizer: KimiTokenizer | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
@@ -73,15 +74,16 @@ def reconstruct_output_ids(
 ) -> Reconstruction:
     """The token ids the model generated for ``turn``, starting right after the generation prompt.
 
-    One encode of :func:`render_assistant_turn`'s text with ``tokenizer`` (default: the bundled K2.5
+    ``turn`` is an :class:`AssistantTurn` or anything :func:`~kimi_recon.responses.turn_from_response`
+    reads (a message, a choice or a chat completion: dict, JSON text or ``openai`` object), read as a
+    stored response (``lenient=True``). One encode of :func:`render_assistant_turn`'s text with ``tokenizer`` (default: the bundled K2.5
     one), which is what the official tokenizer gives for the same text. When the turn carries logprobs
     that agree with the rendered text, their ids are used instead (exact even for non-canonical BPE
     splits); otherwise the reason for falling back is flagged. ``special_text="ordinary"`` encodes
     special-token text found inside fields as ordinary text.
     """
     tok = tokenizer if tokenizer is not None else load_tokenizer()
-    if not isinstance(turn, AssistantTurn):
-        turn = AssistantTurn.from_message(turn)
+    turn = as_turn(turn)
     prof = get_profile(profile)
     rendered = render_turn(turn, prof, thinking, call_index_offset=call_index_offset)
     flags = list(rendered.flags)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .models import AssistantTurn, Flag
-from .profiles import ChatProfile, get_profile
+from .profiles import ChatProfile
+from .record_options import parse_options
 from .special_tokens import SPECIAL_TOKENS, special_texts_in
 
 THINK_BEGIN = "<think>"
@@ -70,7 +71,7 @@ def model_tool_call_id(name: str, index: int) -> str:
 
 
 def render_turn(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | Any,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     *,
@@ -78,8 +79,11 @@ def render_turn(
 ) -> RenderedTurn:
     """Render ``turn`` for ``profile`` and say what was noticed (see :func:`render_assistant_turn`)."""
     if not isinstance(turn, AssistantTurn):
-        turn = AssistantTurn.from_message(turn)
-    prof = get_profile(profile)
+        from .responses import as_turn  # responses builds on this module's tool-call id format
+
+        turn = as_turn(turn)
+    options = parse_options(profile=profile, thinking=thinking, call_index_offset=call_index_offset)
+    prof, thinking, call_index_offset = options.profile, options.thinking, options.call_index_offset or 0
     flags: list[Flag] = []
     segments: list[Segment] = []
     reasoning = turn.reasoning or ""
@@ -140,7 +144,7 @@ def render_turn(
 
 
 def render_assistant_turn(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | Any,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     *,

@@ -9,8 +9,10 @@ from typing import Any
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
 from .models import AssistantTurn, Flag
-from .profiles import ChatProfile, get_profile
+from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
+from .record_options import RecordOptions, parse_options
+from .responses import as_turn
 from .tokenizer import KimiTokenizer, load_tokenizer
 from .tool_declaration import render_tools_declaration
 
@@ -43,10 +45,19 @@ class TrainingSample:
 
 
 def deep_sorted(value: Any) -> Any:
-    """Every mapping in ``value`` with its keys sorted, recursively (the official K2.5 code does this to tools)."""
+    """Every mapping in ``value`` with its keys sorted, recursively; list order is kept.
+
+    The official ``apply_chat_template`` of every K2 profile (K2.5/K2.6, K2-Thinking, K2-Instruct) does
+    this to the tools before the template sees them (``tools = deep_sort_dict(tools)``), so the JSON
+    declaration of K2-Thinking/K2-Instruct lists keys in sorted order, whatever order the caller used.
+    """
     if isinstance(value, Mapping):
-        return {k: deep_sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
+        try:
+            keys = sorted(value)
+        except TypeError as err:
+            raise InvalidInputError(f"has keys that cannot be sorted: {err}", field="tools") from None
+        return {k: deep_sorted(value[k]) for k in keys}
+    if isinstance(value, (list, tuple)):
         return [deep_sorted(v) for v in value]
     return value
 
@@ -68,7 +79,7 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
 
 def render_prompt(
     messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
@@ -79,24 +90,32 @@ def render_prompt(
     """The prompt text up to and including the generation prompt, as the official ``apply_chat_template``.
 
     ``kimi-k2.5`` uses the tokenizer directory's own template, with tools deep-sorted and declared in
-    the TypeScript style; the other profiles use their bundled templates. ``template`` replaces the
-    template text; ``template_kwargs`` reach the template as variables (e.g. ``preserve_thinking``).
+    the TypeScript style; the other profiles use their bundled templates, with tools deep-sorted as
+    their official tokenizers do. ``tools`` may be a list or its JSON text (see
+    :mod:`kimi_recon.record_options`). ``template`` replaces the template text; ``template_kwargs``
+    reach the template as variables (e.g. ``{"preserve_thinking": True}`` for a template that reads it).
     """
-    prof = get_profile(profile)
+    options = parse_options(profile=profile, thinking=thinking, tools=tools, template_kwargs=template_kwargs)
+    return _render_prompt(messages, options, tokenizer, template)
+
+
+def _render_prompt(
+    messages: Sequence[Mapping[str, Any]], options: RecordOptions, tokenizer: KimiTokenizer | None, template: str | None
+) -> str:
+    prof, thinking = options.profile, options.thinking
     source = template if template is not None else prof.template_source()
     if source is None:
         tok = tokenizer if tokenizer is not None else load_tokenizer()
         source = tok.chat_template
         if source is None:
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
-    kwargs: dict[str, Any] = dict(template_kwargs or {})
-    if tools:
-        if prof.thinking_style == "prompt_opens":
-            tools = deep_sorted(list(tools))
-            kwargs["tools_ts_str"] = render_tools_declaration(tools)
+    kwargs: dict[str, Any] = dict(options.template_kwargs)
+    tools = deep_sorted(list(options.tools)) if options.tools else None
+    if tools and prof.thinking_style == "prompt_opens":
+        kwargs["tools_ts_str"] = render_tools_declaration(tools)
     if prof.thinking_style == "prompt_opens":
         kwargs["thinking"] = thinking
-    prompt = render_chat_template(source, messages, tools=tools or None, add_generation_prompt=True, **kwargs)
+    prompt = render_chat_template(source, messages, tools=tools, add_generation_prompt=True, **kwargs)
     expected_end = prof.generation_prompt(thinking)
     if not prompt.endswith(expected_end):
         raise InvalidInputError(
@@ -109,24 +128,45 @@ def render_prompt(
 
 def build_training_sample(
     messages: Sequence[Mapping[str, Any]],
-    turn: AssistantTurn | Mapping[str, Any],
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    turn: AssistantTurn | Mapping[str, Any] | Any,
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
+    *,
+    template: str | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+    call_index_offset: int | None = None,
 ) -> TrainingSample:
     """One training row: prompt ids (loss 0) followed by the turn's output ids (loss 1).
 
-    Tool calls of ``turn`` without an id are numbered after the tool calls already in ``messages``.
+    ``turn`` is an :class:`AssistantTurn` or anything :func:`~kimi_recon.responses.turn_from_response`
+    reads. The prompt is :func:`render_prompt` (``template`` and ``template_kwargs`` as there). Tool
+    calls of ``turn`` without an id are numbered after the tool calls already in ``messages``, or
+    after ``call_index_offset`` when given.
     """
+    options = parse_options(
+        profile=profile, thinking=thinking, tools=tools, template_kwargs=template_kwargs, call_index_offset=call_index_offset
+    )
+    return _build(messages, as_turn(turn), options, tokenizer, template)
+
+
+def _build(
+    messages: Sequence[Mapping[str, Any]],
+    turn: AssistantTurn,
+    options: RecordOptions,
+    tokenizer: KimiTokenizer | None,
+    template: str | None,
+) -> TrainingSample:
     tok = tokenizer if tokenizer is not None else load_tokenizer()
-    prompt_ids = tok.encode(render_prompt(messages, tools, profile, thinking, tok))
-    output = reconstruct_output_ids(turn, tok, profile, thinking, call_index_offset=count_tool_calls(messages))
+    prompt_ids = tok.encode(_render_prompt(messages, options, tok, template))
+    offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
+    output = reconstruct_output_ids(turn, tok, options.profile, options.thinking, call_index_offset=offset)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
         prompt_len=len(prompt_ids),
-        flags=output.flags,
+        flags=options.flags + output.flags,
     )
 
 
@@ -136,24 +176,22 @@ def sample_from_record(
     *,
     profile: str = "kimi-k2.5",
     thinking: bool = True,
+    template: str | None = None,
 ) -> TrainingSample:
     """A training sample from one record: ``messages``, optional ``tools``, and the response (under
-    ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it); the record's own
-    ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id."""
+    ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it).
+
+    The record's own ``profile``, ``thinking``, ``tools``, ``call_index_offset`` and ``template_kwargs``
+    are read by :func:`kimi_recon.record_options.parse_options` and win over the arguments. Errors name
+    the field and the record id."""
     from .dataset import record_id, turn_of_record
 
     try:
         messages = record.get("messages")
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
+        options = parse_options(record, profile=profile, thinking=thinking)
         turn = turn_of_record(record)
-        return build_training_sample(
-            messages,
-            turn,
-            record.get("tools"),
-            record.get("profile") or profile,
-            bool(record.get("thinking", thinking)),
-            tokenizer,
-        )
+        return _build(messages, turn, options, tokenizer, template)
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
