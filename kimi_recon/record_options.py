@@ -1,5 +1,6 @@
 """The options a record (or a call) sets for rendering: ``profile``, ``thinking``, ``tools``,
-``call_index_offset`` and ``template_kwargs``, read by one function, :func:`parse_options`.
+``call_index_offset``, ``template_kwargs`` and the ``kimi-k3`` prompt options ``thinking_effort`` and
+``tool_choice``, read by one function, :func:`parse_options`.
 
 Every command and every API function that takes these goes through it, so a value means the same
 everywhere: ``thinking`` is a bool (``"false"`` is refused, not read as true); ``tools`` may be a list
@@ -30,10 +31,18 @@ from .profiles import ChatProfile, get_profile
 __all__ = ["OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options"]
 
 #: The record keys :func:`parse_options` reads.
-OPTION_KEYS: tuple[str, ...] = ("profile", "thinking", "tools", "call_index_offset", "template_kwargs")
+OPTION_KEYS: tuple[str, ...] = (
+    "profile",
+    "thinking",
+    "tools",
+    "call_index_offset",
+    "template_kwargs",
+    "thinking_effort",
+    "tool_choice",
+)
 
 #: Template variables kimi-recon sets itself; ``template_kwargs`` may not set them.
-RESERVED_TEMPLATE_KWARGS = frozenset({"messages", "tools", "tools_ts_str", "add_generation_prompt", "thinking"})
+RESERVED_TEMPLATE_KWARGS = frozenset({"messages", "tools", "tools_ts_str", "add_generation_prompt", "thinking", "tool_choice"})
 
 #: Keys of a tool definition or a JSON Schema whose value is never null (a null there is an Arrow filler).
 _NEVER_NULL = frozenset(
@@ -64,6 +73,8 @@ class RecordOptions:
     tools: tuple[dict[str, Any], ...] | None = None
     call_index_offset: int | None = None
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    thinking_effort: str | None = None
+    tool_choice: Any = None
     flags: tuple[Flag, ...] = ()
 
 
@@ -75,6 +86,8 @@ def parse_options(
     tools: object = None,
     call_index_offset: object = None,
     template_kwargs: object = None,
+    thinking_effort: object = None,
+    tool_choice: object = None,
     sample: object = None,
     read: Collection[str] = OPTION_KEYS,
 ) -> RecordOptions:
@@ -101,6 +114,8 @@ def parse_options(
             tools=parsed_tools,
             call_index_offset=_call_index_offset(pick("call_index_offset", call_index_offset)),
             template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),
+            thinking_effort=_thinking_effort(pick("thinking_effort", thinking_effort)),
+            tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon.k3_prompt)
             flags=flags,
         )
     except InvalidInputError as err:
@@ -118,6 +133,12 @@ def _thinking(value: object) -> bool:
     if getattr(getattr(value, "dtype", None), "kind", None) == "b":  # numpy booleans from Arrow/Ray batches
         return bool(value)
     raise InvalidInputError(f"must be true or false (a JSON boolean), got {_short(value)}", field="thinking")
+
+
+def _thinking_effort(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value  # which efforts exist is the profile's to say (kimi_recon.k3_prompt)
+    raise InvalidInputError(f"must be a string such as \"max\", got {_short(value)}", field="thinking_effort")
 
 
 def _call_index_offset(value: object) -> int | None:
