@@ -1,49 +1,34 @@
-"""Writing an audit's reports (JSON, HTML): checked paths, written whole or not at all."""
+"""Writing an audit's reports (JSON, HTML) through the package's output edge (:mod:`kimi_recon._io`)."""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
-from pathlib import Path
+import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .errors import InvalidInputError
+from ._io import atomic_output, is_stdio
+from .errors import OutputFileError
 
 if TYPE_CHECKING:
     from .dataset import DatasetAudit
 
+#: A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot carry:
+#: written as a JSON escape it reads back as the same string.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-def check_outputs(source: str | os.PathLike[str], *outputs: str | os.PathLike[str] | None) -> None:
-    """Refuse, before any work, an output that is the input or that another output also names."""
-    seen = {Path(source).resolve()}
-    for out in outputs:
-        if out is None:
+
+def check_distinct_outputs(outputs: Sequence[tuple[str, str | os.PathLike[str] | None]]) -> None:
+    """Refuse, before any work, two reports written to one file (or both to stdout)."""
+    seen: dict[str, str] = {}
+    for option, path in outputs:
+        if path is None:
             continue
-        path = Path(out).resolve()
-        if path in seen:
-            raise InvalidInputError(f"{os.fspath(out)!r} is the input or another report's file; refusing to overwrite it", field="output")
-        seen.add(path)
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to a temporary file in the target's folder and rename it into place once complete."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a report is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+        key = "-" if is_stdio(path) else os.path.realpath(os.fspath(path))
+        if key in seen:
+            raise OutputFileError(f"{os.fspath(path)} is also the {seen[key]} report's file; give each report its own", field=option)
+        seen[key] = option
 
 
 def report_html(report: DatasetAudit) -> str:
@@ -53,8 +38,18 @@ def report_html(report: DatasetAudit) -> str:
     return render_html(json.loads(json.dumps(report.to_dict())))
 
 
-def write_reports(report: DatasetAudit, *, json_path: str | os.PathLike[str] | None = None, html_path: str | os.PathLike[str] | None = None) -> None:
+def write_reports(
+    report: DatasetAudit,
+    *,
+    json_path: str | os.PathLike[str] | None = None,
+    html_path: str | os.PathLike[str] | None = None,
+) -> None:
+    """Write the JSON and/or HTML report, each replacing its file whole (``-`` is stdout)."""
     if json_path is not None:
-        write_text_atomic(json_path, json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        with atomic_output(json_path, "--json") as f:
+            f.write(text + "\n")
     if html_path is not None:
-        write_text_atomic(html_path, report_html(report))
+        page = report_html(report)
+        with atomic_output(html_path, "--html") as f:
+            f.write(page)

@@ -21,12 +21,19 @@ class ChatProfile:
     ``template`` names the chat template the profile renders prompts with: ``None`` means the
     tokenizer directory's own template (the bundled K2.5 one by default), anything else a template
     bundled under ``kimi_recon/data/templates``.
+
+    ``stop_token_id`` ends a finished turn (``<|im_end|>`` in K2.x); ``eos_token_id`` is the ``[EOS]``
+    some servers count after it; ``think_end_token_id`` closes the reasoning (``</think>``), None when
+    the format has no such token. The usage check (:mod:`kimi_recon.usage_check`) reads them.
     """
 
     name: str
     thinking_style: ThinkingStyle
     template: str | None
     description: str
+    stop_token_id: int = 163586  # <|im_end|>
+    eos_token_id: int | None = 163585  # [EOS]
+    think_end_token_id: int | None = 163607  # </think>
 
     def generation_prompt(self, thinking: bool = True) -> str:
         """The text the chat template appends with ``add_generation_prompt=True``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .chat_template import render_chat_template
@@ -13,16 +13,22 @@ from .profiles import ChatProfile, get_profile
 from .reconstruct import reconstruct_output_ids
 from .tokenizer import KimiTokenizer, load_tokenizer
 from .tool_declaration import render_tools_declaration
+from .usage_check import TokenCounts
 
 
 @dataclass(frozen=True)
 class TrainingSample:
-    """``input_ids`` = prompt ids + output ids; ``loss_mask`` is 0 on the prompt and 1 on the output."""
+    """``input_ids`` = prompt ids + output ids; ``loss_mask`` is 0 on the prompt and 1 on the output.
+
+    ``token_counts`` is the usage check of a sample built from a record that carries ``usage``
+    (:func:`sample_from_record`); its mismatches are among the ``flags``.
+    """
 
     input_ids: list[int]
     loss_mask: list[int]
     prompt_len: int
     flags: tuple[Flag, ...] = ()
+    token_counts: TokenCounts | None = None
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -33,13 +39,17 @@ class TrainingSample:
         return self.input_ids[self.prompt_len :]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON row EAGLE-3 trainers read: ``input_ids``, ``loss_mask``, ``prompt_len`` (and flag codes)."""
-        return {
+        """A JSON row EAGLE-3 trainers read: ``input_ids``, ``loss_mask``, ``prompt_len`` (and flag codes,
+        and ``token_counts`` when the usage was checked)."""
+        row: dict[str, Any] = {
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,
             "prompt_len": self.prompt_len,
             "flags": [f.code for f in self.flags],
         }
+        if self.token_counts is not None:
+            row["token_counts"] = self.token_counts.to_dict()
+        return row
 
 
 def deep_sorted(value: Any) -> Any:
@@ -139,21 +149,24 @@ def sample_from_record(
 ) -> TrainingSample:
     """A training sample from one record: ``messages``, optional ``tools``, and the response (under
     ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it); the record's own
-    ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id."""
-    from .dataset import record_id, turn_of_record
+    ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id.
+
+    A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
+    a ``<field>_mismatch`` flag for each figure no counting convention explains."""
+    from .dataset import record_id, record_token_counts, turn_of_record
 
     try:
         messages = record.get("messages")
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
         turn = turn_of_record(record)
-        return build_training_sample(
-            messages,
-            turn,
-            record.get("tools"),
-            record.get("profile") or profile,
-            bool(record.get("thinking", thinking)),
-            tokenizer,
-        )
+        prof = record.get("profile") or profile
+        think = bool(record.get("thinking", thinking))
+        tok = tokenizer if tokenizer is not None else load_tokenizer()
+        sample = build_training_sample(messages, turn, record.get("tools"), prof, think, tok)
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
+    counts, _ = record_token_counts(record, turn, sample.output_ids, tok, prof, think, prompt_len=sample.prompt_len)
+    if counts is None:
+        return sample
+    return replace(sample, flags=sample.flags + counts.flags(), token_counts=counts)

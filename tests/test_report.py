@@ -214,8 +214,21 @@ def test_cli_refuses_a_report_that_would_overwrite_the_input(tmp_path: Path, cap
     before = src.read_bytes()
     assert main(["audit", str(src), "--html", str(src)]) == 2
     assert main(["audit", str(src), "--html", str(tmp_path / "a"), "--json", str(tmp_path / "a")]) == 2
+    assert main(["audit", str(src), "--html", "-", "--json", "-"]) == 2
     assert src.read_bytes() == before and not (tmp_path / "a").exists()
-    assert "refusing to overwrite" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is also the input" in err and "is also the --json report's file" in err and "field '--html'" in err
+
+
+def test_cli_writes_reports_for_records_whose_ids_hold_lone_surrogates(tmp_path: Path) -> None:
+    rows = crafted_records()
+    rows[7] = json.dumps(dict(rows[7], id="x")).replace('"id": "x"', '"id": "bad\\ud800<b>"')
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    html_path, json_path = tmp_path / "r.html", tmp_path / "r.json"
+    assert main(["audit", str(src), "--html", str(html_path), "--json", str(json_path)]) == 0
+    ids = [r["id"] for r in json.loads(json_path.read_text(encoding="utf-8"))["worst"]]
+    assert "bad\ud800<b>" in ids  # read back as the same string
+    assert "bad\\ud800&lt;b&gt;" in html_path.read_text(encoding="utf-8")
 
 
 def test_cli_needs_an_input_or_the_sample_but_not_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -76,6 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prompt-ids", action="store_true", help="also write the prompt ids")
     g.add_argument("--training-sample", action="store_true", help="also write the EAGLE-3 sample (input_ids, loss_mask)")
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
+    g.add_argument("--no-usage-check", action="store_true", help="do not compare the rebuilt ids with the server's usage token counts")
     g.add_argument("--keep-server-call-ids", action="store_true", help="do not replace server-issued tool-call ids with functions.NAME:IDX")
     g.add_argument("--max-cost", type=float, default=None, help="stop sending new prompts once this many USD are spent in this run")
     g.add_argument("--limit", type=int, default=None, help="send at most this many prompts in this run")
@@ -143,6 +144,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         prompt_ids=args.prompt_ids,
         training_sample=args.training_sample,
         fix_tool_call_ids=not args.keep_server_call_ids,
+        check_usage=not args.no_usage_check,
         max_cost=args.max_cost,
         limit=args.limit,
         progress=not args.no_progress,
@@ -151,7 +153,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         app_title=args.app_title,
     )
     summary = run_generate(config, api_key)
-    print(summary.line(), file=sys.stderr)
+    print("\n".join(summary.lines()), file=sys.stderr)
     return summary.exit_code
 
 
