@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("output")
     g.add_argument("--tokenizer", default=None, help="tokenizer directory or Hub repo id (default: bundled K2.5)")
-    g.add_argument("--profile", default="kimi-k2.5", help="chat format used to rebuild ids (default: %(default)s)")
+    g.add_argument("--profile", default=None, help="chat format used to rebuild ids (default: the --model's, e.g. kimi-k3 for moonshotai/kimi-k3; else kimi-k2.5)")
     g.add_argument("--prompt-ids", action="store_true", help="also write the prompt ids")
     g.add_argument("--training-sample", action="store_true", help="also write the EAGLE-3 sample (input_ids, loss_mask)")
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
@@ -106,6 +106,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return 2
     from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
     from .generate import GenerateConfig, run_generate
+    from ..profiles import profile_for_model
     from .options import RequestOptions, provider_preferences, reasoning_settings
 
     api_key = api_key_from_env()
@@ -139,7 +140,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         max_retries=args.max_retries,
         reconstruct=not args.no_reconstruct,
-        profile=args.profile,
+        profile=args.profile or profile_for_model(args.model),
         tokenizer=args.tokenizer,
         prompt_ids=args.prompt_ids,
         training_sample=args.training_sample,
