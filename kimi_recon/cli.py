@@ -16,7 +16,7 @@ from .errors import InputFileError, InvalidInputError, KimiReconError
 def _tokenizer(args: argparse.Namespace) -> Any:
     from .tokenizer import load_tokenizer
 
-    return load_tokenizer(args.tokenizer)
+    return load_tokenizer(args.tokenizer, profile=getattr(args, "profile", None))
 
 
 def cmd_audit_tokens(args: argparse.Namespace) -> int:
@@ -25,7 +25,7 @@ def cmd_audit_tokens(args: argparse.Namespace) -> int:
     if args.constants:
         check_input(args.constants, "--constants")
     tok = _tokenizer(args)
-    reports = [audit_special_tokens(tok)]
+    reports = [audit_special_tokens(tok, profile=args.profile)]
     if args.constants:
         with open_input(args.constants) as f:
             try:
@@ -34,7 +34,7 @@ def cmd_audit_tokens(args: argparse.Namespace) -> int:
                 raise InputFileError(f"{args.constants} is not JSON: {err}", field="--constants") from None
         if not isinstance(constants, dict):
             raise KimiReconError(f"{args.constants} must hold a JSON object of NAME: id")
-        reports.append(audit_ids(constants, tok))
+        reports.append(audit_ids(constants, tok, profile=args.profile))
     for report in reports:
         print(report)
     return 0 if all(r.ok for r in reports) else 1
@@ -150,12 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def with_format(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct")
+        p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct, kimi-k3")
         p.add_argument("--no-thinking", action="store_true", help="the turns were generated with thinking off")
         return p
 
     p = with_tokenizer(sub.add_parser("audit-tokens", help="check the tokenizer's special tokens (and your constants) against the Kimi registry"))
     p.add_argument("--constants", help="a JSON file (or - for stdin) of your own id constants, e.g. {\"IM_END_TOKEN_ID\": 163586}")
+    p.add_argument("--profile", default=None, help="check against this profile's table (kimi-k3: K3's names; default: the tokenizer's own)")
     p.set_defaults(func=cmd_audit_tokens)
 
     p = with_format(with_tokenizer(sub.add_parser("reconstruct", help="responses JSONL -> output ids JSONL")))
