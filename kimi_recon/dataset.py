@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from . import responses
+from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally
 from ._io import open_input
 from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError
@@ -200,6 +201,8 @@ class DatasetAudit:
     Rates are over ``compared`` (records that were compared, errors excluded); ``error_rate`` is over
     ``total``. ``errors`` lists the first ``max_errors`` malformed records; ``error_count`` counts all.
     ``examples`` maps each non-exact kind found to its worst records (largest ``diff_size`` first).
+    ``breakdown`` (from :func:`audit_dataset`) holds where first differences fall and the worst records overall,
+    for :meth:`to_html`; :meth:`to_dict` includes it.
     """
 
     total: int
@@ -214,6 +217,7 @@ class DatasetAudit:
     elapsed: float = field(default=0.0, compare=False)
     #: The usage check per provider (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
     token_counts: Mapping[str, Any] = field(default_factory=dict)
+    breakdown: AuditBreakdown | None = None  # first-difference histogram and worst records, for reports
 
     @property
     def compared(self) -> int:
@@ -239,6 +243,11 @@ class DatasetAudit:
     @property
     def benign_rate(self) -> float:
         return self.benign_count / self.compared if self.compared else 0.0
+
+    @property
+    def exact_rate_of_all(self) -> float:
+        """Exact records out of all records, unreadable ones included (0.0 when there are none)."""
+        return self.exact_count / self.total if self.total else 0.0
 
     @property
     def error_rate(self) -> float:
@@ -284,6 +293,12 @@ class DatasetAudit:
     def __str__(self) -> str:
         return self.summary()
 
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page, rendered from :meth:`to_dict` (no network, no script)."""
+        from ._report_io import report_html
+
+        return report_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form."""
         return {
@@ -304,6 +319,8 @@ class DatasetAudit:
             "thinking": self.thinking,
             "elapsed_seconds": self.elapsed,
             "token_counts": dict(self.token_counts),
+            "exact_rate_of_all": self.exact_rate_of_all,
+            **(self.breakdown.to_dict() if self.breakdown is not None else {}),
         }
 
 
@@ -776,7 +793,7 @@ def reconstruct_records(
 class _Tally:
     """Counters and bounded examples: memory does not grow with the number of records."""
 
-    def __init__(self, examples: int, max_errors: int) -> None:
+    def __init__(self, examples: int, max_errors: int, worst: int = DEFAULT_WORST) -> None:
         self.total = 0
         self.counts: Counter[str] = Counter({k: 0 for k in KINDS})
         self.error_count = 0
@@ -787,6 +804,7 @@ class _Tally:
         self.heaps: dict[str, list[tuple[int, int, RecordResult]]] = {}
         self.examples = examples
         self.max_errors = max_errors
+        self.breakdown = BreakdownTally(worst)
 
     def add(self, result: RecordResult) -> None:
         self.total += 1
@@ -809,6 +827,7 @@ class _Tally:
                 heapq.heappush(heap, entry)
             elif entry[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, entry)
+        self.breakdown.add(result)
 
     def freeze(self, profile: str, thinking: bool, elapsed: float) -> DatasetAudit:
         examples: dict[str, tuple[RecordResult, ...]] = {
@@ -828,6 +847,7 @@ class _Tally:
             thinking=thinking,
             elapsed=elapsed,
             token_counts=self.token_counts.to_dict(),
+            breakdown=self.breakdown.freeze(),
         )
 
 
@@ -843,11 +863,13 @@ def audit_dataset(
     examples: int = 5,
     max_errors: int = 100,
     chunk_size: int = 64,
+    worst: int = DEFAULT_WORST,
 ) -> DatasetAudit:
     """Audit every record of a JSONL file (a ``str`` or path) or an iterable of records (see the module doc).
 
     Streams in constant memory (only counters, the first ``max_errors`` errors and the ``examples`` worst
-    records of each non-exact kind are kept). ``workers`` > 1 (None or 0: all cores) spreads chunks of
+    records of each non-exact kind are kept, and for reports a fixed-size histogram of where first differences
+    fall and the ``worst`` worst records: see :attr:`DatasetAudit.breakdown`). ``workers`` > 1 (None or 0: all cores) spreads chunks of
     ``chunk_size`` records over a process pool, at most ``4 * workers`` chunks in flight, the tokenizer
     loaded once per worker; the result is the same as with ``workers=1``. ``progress`` None shows a
     tqdm bar when stderr is a terminal. No record is dropped: a malformed one is counted as an error
@@ -861,7 +883,7 @@ def audit_dataset(
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, use_logprobs)
-    tally = _Tally(examples, max_errors)
+    tally = _Tally(examples, max_errors, worst)
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:
         for result in _stream(records, _audit_chunk, job, tok, n, chunk_size):
