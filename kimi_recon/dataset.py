@@ -28,7 +28,6 @@ import dataclasses
 import functools
 import heapq
 import json
-import numbers
 import os
 import sys
 import time
@@ -47,6 +46,7 @@ from .errors import InvalidInputError
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
+from .record_options import parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 from .usage_stats import TokenCountTally, report_lines
@@ -386,11 +386,10 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
     """
     field, response = response_of(rec)
-    offset = rec.get("call_index_offset")  # checked by _options; here it only feeds the turn's metadata
-    offset = int(offset) if isinstance(offset, numbers.Integral) and not isinstance(offset, bool) else 0
+    offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
     return responses.turn_from_response(
         response,
-        call_index_offset=max(offset, 0),
+        call_index_offset=offset,
         field=field,
         finish_reason=rec.get("finish_reason", "stop"),
         logprobs=rec.get("logprobs"),
@@ -410,23 +409,14 @@ def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
     return _tokenizer_from_source(None if tokenizer is None else os.fspath(tokenizer))
 
 
+#: The options a record may set for reconstruction (it has no prompt: tools and template options are not read).
+_RECONSTRUCT_OPTIONS = ("profile", "thinking", "call_index_offset")
+
+
 def _options(record: Mapping[str, Any], profile: str, thinking: bool) -> tuple[str, bool, int]:
-    """The record's profile, thinking and call_index_offset (numpy scalars from Arrow/Ray batches accepted)."""
-    rec_profile = record.get("profile")
-    rec_profile = profile if rec_profile is None else rec_profile
-    get_profile(rec_profile)  # raises naming the field
-    rec_thinking = record.get("thinking")
-    if rec_thinking is None:
-        rec_thinking = thinking
-    elif not isinstance(rec_thinking, bool):
-        if getattr(getattr(rec_thinking, "dtype", None), "kind", None) != "b":  # numpy booleans are fine
-            raise InvalidInputError(f"must be true or false, got {rec_thinking!r:.40}", field="thinking")
-        rec_thinking = bool(rec_thinking)
-    offset = record.get("call_index_offset")
-    offset = 0 if offset is None else offset
-    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral) or offset < 0:
-        raise InvalidInputError(f"must be a non-negative integer, got {offset!r:.40}", field="call_index_offset")
-    return str(rec_profile), rec_thinking, int(offset)
+    """The record's profile, thinking and call_index_offset, read by :func:`kimi_recon.record_options.parse_options`."""
+    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS)
+    return options.profile.name, options.thinking, options.call_index_offset or 0
 
 
 def _as_record(record: object, line: int | None) -> Mapping[str, Any]:
