@@ -13,7 +13,7 @@ from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
 from .responses import as_turn
-from .segments import Segment, encode_segments
+from .segments import Segment, encode_segments, surrogate_flag
 from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
 from .usage_check import TokenCounts
@@ -225,15 +225,18 @@ def _build(
     segments = _prompt_segments(messages, options)
     if segments is not None:
         prompt_ids = encode_segments(segments, tok, prof)
+        prompt_text = "".join(s.text for s in segments)
     else:
-        prompt_ids = tok.encode(_render_prompt(messages, options, tok, template))
+        prompt_text = _render_prompt(messages, options, tok, template)
+        prompt_ids = tok.encode(prompt_text)
+    prompt_flag = surrogate_flag(prompt_text, "messages")
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
     output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
         prompt_len=len(prompt_ids),
-        flags=options.flags + output.flags,
+        flags=options.flags + ((prompt_flag,) if prompt_flag is not None else ()) + output.flags,
     )
 
 
