@@ -79,6 +79,10 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
 
     _check_files(args, [("--output", args.output)])
     tok = _tokenizer(args)
+    template = None
+    if args.chat_template is not None:
+        with open(args.chat_template, encoding="utf-8") as f:  # read before the output is touched
+            template = f.read()
 
     def rows() -> Iterator[dict[str, Any]]:
         for line, record in iter_jsonl(args.input):
@@ -86,7 +90,7 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
                 yield {"line": line, "id": None, "error": str(record)}
                 continue
             try:
-                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking)
+                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking, template=template)
             except KimiReconError as err:  # a record's failure is a row, never a stopped run
                 yield {"line": line, "id": record_id(record), "error": str(err)}
             except Exception as err:  # noqa: BLE001 - e.g. RecursionError on ~900-deep tools: still a row
@@ -200,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_format(with_tokenizer(sub.add_parser("build-samples", help="conversations + responses -> EAGLE-3 training rows")))
     p.add_argument("input", help="JSONL file, or - for stdin")
     p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
+    p.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="render prompts with this Jinja chat template instead of the profile's; a record's template_kwargs "
+        "(e.g. {\"preserve_thinking\": true}) reach it as variables",
+    )
     p.set_defaults(func=cmd_build_samples)
 
     try:
