@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from .errors import InvalidInputError, KimiReconError
+from .errors import KimiReconError
 
 
 def _tokenizer(args: argparse.Namespace) -> Any:
@@ -62,25 +62,38 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
     return _write_rows(args.output, (r.to_dict() for r in results), "reconstructed")
 
 
+def _check_paths(inputs: Sequence[str], output: str) -> None:
+    """Validate before touching the output: every input readable, the output not one of them."""
+    from ._atomic import refuse_same_file
+
+    for path in inputs:
+        with open(path, "rb"):
+            pass
+    if output != "-":
+        refuse_same_file(output, *inputs)
+
+
 def cmd_build_samples(args: argparse.Namespace) -> int:
-    from .dataset import iter_jsonl, record_id
-    from .training import sample_from_record
+    from ._training_rows import build_samples, write_training_rows
 
-    tok = _tokenizer(args)
+    _check_paths([args.input], args.output)
+    results = build_samples(
+        args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=None
+    )
+    summary = write_training_rows(results, args.output, args.errors)
+    print(summary.line("build-samples"), file=sys.stderr)
+    return 1 if summary.errors else 0
 
-    def rows() -> Iterator[dict[str, Any]]:
-        for line, record in iter_jsonl(args.input):
-            if isinstance(record, InvalidInputError):
-                yield {"line": line, "id": None, "error": str(record)}
-                continue
-            try:
-                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking)
-            except KimiReconError as err:  # a record's failure is a row, never a stopped run
-                yield {"line": line, "id": record_id(record), "error": str(err)}
-            else:
-                yield {"line": line, "id": record_id(record), **sample.to_dict(), "error": None}
 
-    return _write_rows(args.output, rows(), "built samples for")
+def cmd_export(args: argparse.Namespace) -> int:
+    from ._training_rows import write_training_rows
+    from .openrouter.export import export_rows
+
+    _check_paths([args.log], args.output)
+    results = export_rows(args.log, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated)
+    summary = write_training_rows(results, args.output, args.errors)
+    print(summary.line("export"), file=sys.stderr)
+    return 1 if summary.errors else 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -133,10 +146,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="also write the full report as JSON to this file")
     p.set_defaults(func=cmd_audit)
 
-    p = with_format(with_tokenizer(sub.add_parser("build-samples", help="conversations + responses -> EAGLE-3 training rows")))
+    p = with_format(
+        with_tokenizer(
+            sub.add_parser(
+                "build-samples",
+                help="conversations + responses -> training rows for SpecForge / vLLM speculators (docs/training.md)",
+                description="Write one training row (id, input_ids, loss_mask, prompt_len, flags) per good record to "
+                "OUTPUT and every failed record, with its id and the reason, to the errors file. Both files are "
+                "replaced only when the run completes. Exit 1 when any record failed.",
+            )
+        )
+    )
     p.add_argument("input")
-    p.add_argument("-o", "--output", default="-")
+    p.add_argument("-o", "--output", default="-", help="training rows JSONL (default: stdout)")
+    p.add_argument("--errors", default=None, help="failed records JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
+    p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.set_defaults(func=cmd_build_samples)
+
+    p = sub.add_parser(
+        "export",
+        help="a generate log -> training rows (needs rows written with generate --training-sample)",
+        description="Read the resumable log of `kimi-recon generate` and write the training row of every ok "
+        "prompt to OUTPUT; error rows, rows without a sample, and (when asked) flagged or truncated rows go "
+        "to the errors file with the reason. The log is not modified.",
+    )
+    p.add_argument("log", help="the JSONL that generate wrote")
+    p.add_argument("-o", "--output", default="-", help="training rows JSONL (default: stdout)")
+    p.add_argument("--errors", default=None, help="skipped prompts JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
+    p.add_argument("--skip-flagged", action="store_true", help="send rows with any flag to the errors file")
+    p.add_argument("--skip-truncated", action="store_true", help="send rows whose turn was cut (finish_reason length) to the errors file")
+    p.set_defaults(func=cmd_export)
 
     try:
         from .openrouter.cli import register
