@@ -267,8 +267,7 @@ def sample_batch(
 def errors_path_for(output: str) -> str:
     """Where the failed records of ``output`` go: ``OUT.errors.jsonl`` next to it (``samples.jsonl`` ->
     ``samples.errors.jsonl``)."""
-    stem = output[: -len(".jsonl")] if output.endswith(".jsonl") else output
-    return stem + ".errors.jsonl"
+    return output.removesuffix(".jsonl") + ".errors.jsonl"
 
 
 @dataclass(frozen=True)
@@ -286,7 +285,9 @@ class WriteSummary:
 
 
 def _json_line(row: Mapping[str, Any]) -> str:
-    from .openrouter.output import to_json_line  # one writer of JSON lines for every output
+    from .openrouter.output import (
+        to_json_line,  # one writer of JSON lines for every output
+    )
 
     return to_json_line(row) + "\n"
 

@@ -33,7 +33,7 @@ class TrainingSample:
         return self.input_ids[self.prompt_len :]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON row EAGLE-3 trainers read: ``input_ids``, ``loss_mask``, ``prompt_len`` (and flag codes)."""
+        """The sample as JSON: ``input_ids``, ``loss_mask``, ``prompt_len``, flag codes (``kimi-recon export`` makes trainer rows of it)."""
         return {
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,

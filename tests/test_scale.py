@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import OFFICIAL, read_jsonl
+
 from kimi_recon import sample_batch
 from kimi_recon.cli import main
 

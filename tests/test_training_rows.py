@@ -10,13 +10,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import OFFICIAL, read_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 from trainer_rules import Rejected, specforge_prompts, speculators_rows
 
-from conftest import OFFICIAL, read_jsonl
 from kimi_recon import KimiTokenizer, build_training_sample, sample_batch, training_row
-from kimi_recon._training_rows import BATCH_COLUMNS, ROW_COLUMNS, SampleResult, write_training_rows
+from kimi_recon._training_rows import (
+    BATCH_COLUMNS,
+    ROW_COLUMNS,
+    SampleResult,
+    write_training_rows,
+)
 from kimi_recon.cli import main
 
 CASES = read_jsonl(OFFICIAL / "turns.jsonl")
@@ -160,7 +165,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_build_samples_output_is_accepted_by_specforge_online_prompts_path(built: Path, tok: KimiTokenizer) -> None:
     prompts = specforge_prompts(built)
-    assert prompts == [{"input_ids": r["input_ids"], "loss_mask": r["loss_mask"]} for r in map(lambda g: expected_row(g, tok), GOOD)]
+    assert prompts == [{"input_ids": r["input_ids"], "loss_mask": r["loss_mask"]} for r in (expected_row(g, tok) for g in GOOD)]
 
 
 def test_build_samples_output_is_accepted_by_speculators_prepare_data(built: Path) -> None:
