@@ -3,12 +3,14 @@
 A training row holds exactly what SpecForge (online ``prompts_path``) and vLLM speculators
 (``prepare_data.py --data``) read as pre-tokenized input, plus columns both ignore::
 
-    {"id": "conv-1", "input_ids": [...], "loss_mask": [0, ..., 1, ...], "prompt_len": 812, "flags": ""}
+    {"id": "conv-1", "input_ids": [...], "loss_mask": [0, ..., 1, ...], "prompt_len": 812, "flags": "",
+     "token_counts": ""}
 
 Every column has one type in every row, because the Hugging Face JSON loader fixes a column's type from
 the first block it reads (10 MB) and fails on a later row that disagrees: ``id`` is always a string
 (``line-N`` for a record without one), ``flags`` a comma-separated string of flag codes (``""`` for
-none) rather than a list that would be empty, hence untyped, in most rows. A record that cannot become
+none) rather than a list that would be empty, hence untyped, in most rows, and ``token_counts`` the usage
+check as JSON text (``""`` when the record carried no usage) rather than an object most rows lack. A record that cannot become
 a row — malformed, or with no output token to train on — is an error, never a row: the trainers either
 stop at it or skip it silently.
 """
@@ -55,7 +57,7 @@ __all__ = [
 ]
 
 #: The columns of a training row, in the order they are written.
-ROW_COLUMNS: tuple[str, ...] = ("id", "input_ids", "loss_mask", "prompt_len", "flags")
+ROW_COLUMNS: tuple[str, ...] = ("id", "input_ids", "loss_mask", "prompt_len", "flags", "token_counts")
 #: The columns :func:`sample_batch` returns: a row's, plus ``error`` (None, or why the record failed).
 BATCH_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "error")
 #: Record keys that may hold JSON text instead of objects (Arrow columns are often stored that way).
@@ -76,6 +78,7 @@ def row_of_sample(sample: TrainingSample, row_id: str | None) -> dict[str, Any]:
         "loss_mask": sample.loss_mask,
         "prompt_len": sample.prompt_len,
         "flags": ",".join(flag.code for flag in sample.flags),
+        "token_counts": json.dumps(sample.token_counts.to_dict()) if sample.token_counts is not None else "",
     }
 
 
@@ -253,7 +256,7 @@ def sample_batch(
             row = training_row(record, tok, profile=profile, thinking=thinking)
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
-            row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": ""}
+            row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "token_counts": ""}
             error = str(_failure(i, None, rid, err).error)
         for column in ROW_COLUMNS:
             out[column].append(row[column])
@@ -319,21 +322,18 @@ def write_training_rows(
     Both files are written to temp files in their folders and renamed into place only when every result
     is written, so an interrupted run leaves the previous files untouched. ``output`` ``"-"`` writes the
     rows to stdout; failures then go to ``errors_output`` when given, else to ``stderr`` one per line.
-    The errors file is always written (empty when nothing failed), so a stale one never survives.
+    Otherwise the errors file defaults to :func:`errors_path_for` and is always written (empty when nothing
+    failed), so a stale one never survives.
     """
-    from ._atomic import atomic_writer
+    from ._io import atomic_output, is_stdio
 
     err_stream = stderr if stderr is not None else sys.stderr
-    if output == "-":
+    if errors_output is None and not is_stdio(output):
+        errors_output = errors_path_for(output)
+    with atomic_output(output, "--output") as out:
         if errors_output is None:
-            rows, failed = _write_results(results, sys.stdout, None, err_stream)
+            rows, failed = _write_results(results, out, None, err_stream)
         else:
-            with atomic_writer(errors_output) as errors:
-                rows, failed = _write_results(results, sys.stdout, errors, err_stream)
-        sys.stdout.flush()
-        return WriteSummary(rows, failed, "stdout", errors_output)
-    errors_path = errors_output if errors_output is not None else errors_path_for(output)
-    with atomic_writer(output) as out, atomic_writer(errors_path) as errors:
-        rows, failed = _write_results(results, out, errors, err_stream)
-    return WriteSummary(rows, failed, output, errors_path)
-
+            with atomic_output(errors_output, "--errors") as errors:
+                rows, failed = _write_results(results, out, errors, err_stream)
+    return WriteSummary(rows, failed, "stdout" if is_stdio(output) else output, errors_output)

@@ -3,52 +3,62 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any
 
-from .errors import KimiReconError
+from ._io import atomic_output, check_input, is_stdio, open_input, refuse_output_is_input
+from .errors import InputFileError, InvalidInputError, KimiReconError
 
 
 def _tokenizer(args: argparse.Namespace) -> Any:
     from .tokenizer import load_tokenizer
 
-    return load_tokenizer(args.tokenizer)
+    return load_tokenizer(args.tokenizer, profile=getattr(args, "profile", None))
 
 
 def cmd_audit_tokens(args: argparse.Namespace) -> int:
     from .audit import audit_ids, audit_special_tokens
 
-    tok = _tokenizer(args)
-    reports = [audit_special_tokens(tok)]
     if args.constants:
-        with open(args.constants, encoding="utf-8") as f:
-            constants = json.load(f)
+        check_input(args.constants, "--constants")
+    tok = _tokenizer(args)
+    reports = [audit_special_tokens(tok, profile=args.profile)]
+    if args.constants:
+        with open_input(args.constants) as f:
+            try:
+                constants = json.load(f)
+            except (ValueError, RecursionError) as err:
+                raise InputFileError(f"{args.constants} is not JSON: {err}", field="--constants") from None
         if not isinstance(constants, dict):
             raise KimiReconError(f"{args.constants} must hold a JSON object of NAME: id")
-        reports.append(audit_ids(constants, tok))
+        reports.append(audit_ids(constants, tok, profile=args.profile))
     for report in reports:
         print(report)
     return 0 if all(r.ok for r in reports) else 1
 
 
-def _open_out(path: str) -> TextIO:
-    return open(path, "w", encoding="utf-8") if path != "-" else sys.stdout
+def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | None]]) -> None:
+    """Inputs exist and are readable, and no output is the input: checked before any output is opened."""
+    check_input(args.input)
+    for option, path in outputs:
+        if path is not None:
+            refuse_output_is_input(path, [args.input], field=option)
 
 
 def _write_rows(path: str, rows: Iterator[dict[str, Any]], what: str) -> int:
-    """Write one JSON row per input record (errors included, as rows with an ``error``); exit 1 if any failed."""
+    """Write one JSON row per input record (errors included, as rows with an ``error``); exit 1 if any failed.
+
+    The rows go to a temporary file renamed over ``path`` only once every record is written.
+    """
     done = failed = 0
-    out = _open_out(path)
-    try:
+    with atomic_output(path) as out:
         for row in rows:
             failed += row.get("error") is not None
             done += 1
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
     print(f"{what} {done - failed} of {done} records; {failed} recorded as errors", file=sys.stderr)
     return 1 if failed else 0
 
@@ -56,27 +66,24 @@ def _write_rows(path: str, rows: Iterator[dict[str, Any]], what: str) -> int:
 def cmd_reconstruct(args: argparse.Namespace) -> int:
     from .dataset import reconstruct_records
 
+    _check_files(args, [("--output", args.output)])
     results = reconstruct_records(
         args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=None
     )
     return _write_rows(args.output, (r.to_dict() for r in results), "reconstructed")
 
 
-def _check_paths(inputs: Sequence[str], output: str) -> None:
-    """Validate before touching the output: every input readable, the output not one of them."""
-    from ._atomic import refuse_same_file
+def _training_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    from ._training_rows import errors_path_for
 
-    for path in inputs:
-        with open(path, "rb"):
-            pass
-    if output != "-":
-        refuse_same_file(output, *inputs)
+    errors = args.errors if args.errors is not None or is_stdio(args.output) else errors_path_for(args.output)
+    return [("--output", args.output), ("--errors", errors)]
 
 
 def cmd_build_samples(args: argparse.Namespace) -> int:
     from ._training_rows import build_samples, write_training_rows
 
-    _check_paths([args.input], args.output)
+    _check_files(args, _training_outputs(args))
     results = build_samples(
         args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=None
     )
@@ -89,8 +96,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ._training_rows import write_training_rows
     from .openrouter.export import export_rows
 
-    _check_paths([args.log], args.output)
-    results = export_rows(args.log, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated)
+    _check_files(args, _training_outputs(args))
+    results = export_rows(args.input, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated)
     summary = write_training_rows(results, args.output, args.errors)
     print(summary.line("export"), file=sys.stderr)
     return 1 if summary.errors else 0
@@ -99,6 +106,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from .dataset import audit_dataset
 
+    _check_files(args, [("--json", args.json)])
     report = audit_dataset(
         args.input,
         _tokenizer(args),
@@ -106,18 +114,41 @@ def cmd_audit(args: argparse.Namespace) -> int:
         thinking=not args.no_thinking,
         workers=args.workers,
     )
-    print(report.summary())
+    # With --json -, stdout carries the JSON alone and the readable summary goes to stderr.
+    print(report.summary(), file=sys.stderr if args.json is not None and is_stdio(args.json) else sys.stdout)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
+        with atomic_output(args.json, "--json") as f:
             json.dump(report.to_dict(), f, ensure_ascii=False, indent=2)
+            f.write("\n")
     if args.min_exact is not None and report.exact_rate < args.min_exact:
         print(f"FAIL: exact rate {report.exact_rate:.4f} is below --min-exact {args.min_exact}", file=sys.stderr)
         return 1
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kimi-recon")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked (package metadata is slow to read)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        print(f"kimi-recon {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kimi-recon", description=__doc__)
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_tokenizer(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -125,25 +156,26 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def with_format(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct")
+        p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct, kimi-k3")
         p.add_argument("--no-thinking", action="store_true", help="the turns were generated with thinking off")
         return p
 
     p = with_tokenizer(sub.add_parser("audit-tokens", help="check the tokenizer's special tokens (and your constants) against the Kimi registry"))
-    p.add_argument("--constants", help="a JSON file of your own id constants, e.g. {\"IM_END_TOKEN_ID\": 163586}")
+    p.add_argument("--constants", help="a JSON file (or - for stdin) of your own id constants, e.g. {\"IM_END_TOKEN_ID\": 163586}")
+    p.add_argument("--profile", default=None, help="check against this profile's table (kimi-k3: K3's names; default: the tokenizer's own)")
     p.set_defaults(func=cmd_audit_tokens)
 
     p = with_format(with_tokenizer(sub.add_parser("reconstruct", help="responses JSONL -> output ids JSONL")))
-    p.add_argument("input")
-    p.add_argument("-o", "--output", default="-")
+    p.add_argument("input", help="JSONL file, or - for stdin")
+    p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.set_defaults(func=cmd_reconstruct)
 
     p = with_format(with_tokenizer(sub.add_parser("audit", help="round-trip audit of responses against reference ids")))
-    p.add_argument("input")
+    p.add_argument("input", help="JSONL file, or - for stdin")
     p.add_argument("--min-exact", type=float, default=None, help="exit 1 when the exact-match rate is below this (0..1)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
-    p.add_argument("--json", help="also write the full report as JSON to this file")
+    p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
     p.set_defaults(func=cmd_audit)
 
     p = with_format(
@@ -157,8 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
             )
         )
     )
-    p.add_argument("input")
-    p.add_argument("-o", "--output", default="-", help="training rows JSONL (default: stdout)")
+    p.add_argument("input", help="JSONL file, or - for stdin")
+    p.add_argument("-o", "--output", default="-", help="training rows JSONL, replaced only once complete; - for stdout (default)")
     p.add_argument("--errors", default=None, help="failed records JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.set_defaults(func=cmd_build_samples)
@@ -170,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "prompt to OUTPUT; error rows, rows without a sample, and (when asked) flagged or truncated rows go "
         "to the errors file with the reason. The log is not modified.",
     )
-    p.add_argument("log", help="the JSONL that generate wrote")
+    p.add_argument("input", metavar="LOG", help="the JSONL that generate wrote, or - for stdin")
     p.add_argument("-o", "--output", default="-", help="training rows JSONL (default: stdout)")
     p.add_argument("--errors", default=None, help="skipped prompts JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
     p.add_argument("--skip-flagged", action="store_true", help="send rows with any flag to the errors file")
@@ -186,16 +218,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C while a command runs, so temporary outputs are removed and old ones stay."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code: int = args.func(args)
-    except KimiReconError as err:
+        with _sigterm_as_interrupt():
+            code: int = args.func(args)
+    except (KimiReconError, OSError) as err:
         print(f"kimi-recon: error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:
-        print(f"kimi-recon: error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("kimi-recon: interrupted; outputs were left as they were", file=sys.stderr)
+        return 130
     return code
 
 

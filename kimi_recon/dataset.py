@@ -40,12 +40,15 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from . import responses
+from ._io import open_input
 from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
+from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
+from .usage_stats import TokenCountTally, report_lines
 
 __all__ = [
     "ERROR",
@@ -65,6 +68,7 @@ __all__ = [
     "reconstruct_record",
     "reconstruct_records",
     "record_id",
+    "record_token_counts",
     "response_of",
     "turn_of_record",
 ]
@@ -117,7 +121,9 @@ class RecordResult:
     """The audit of one record: its comparison, or the error that prevented one.
 
     ``index`` is the record's 0-based position in the input, ``line`` its 1-based line in a JSONL file.
-    ``source`` and ``flags`` come from the reconstruction (see :class:`~kimi_recon.reconstruct.Reconstruction`).
+    ``source`` and ``flags`` come from the reconstruction (see :class:`~kimi_recon.reconstruct.Reconstruction`),
+    plus the usage check's mismatch flags; ``token_counts`` is the usage check (None when the record has
+    no ``usage``), ``provider`` who served the response (when the record says).
     """
 
     index: int
@@ -127,6 +133,8 @@ class RecordResult:
     source: str | None = None
     flags: tuple[str, ...] = ()
     error: RecordError | None = None
+    token_counts: TokenCounts | None = None
+    provider: str | None = None
 
     @property
     def kind(self) -> str:
@@ -159,6 +167,8 @@ class RecordResult:
             "flags": list(self.flags),
             "comparison": self.comparison.to_dict() if self.comparison is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
+            "provider": self.provider,
+            "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
         }
 
     def to_row(self, prefix: str = "audit_") -> dict[str, Any]:
@@ -202,6 +212,8 @@ class DatasetAudit:
     profile: str
     thinking: bool
     elapsed: float = field(default=0.0, compare=False)
+    #: The usage check per provider (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
+    token_counts: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def compared(self) -> int:
@@ -264,6 +276,7 @@ class DatasetAudit:
                 lines.append(f"  worst {kind} examples:")
                 for ex in shown:
                     lines.append("    " + str(ex).replace("\n", "\n    "))
+        lines += ["  " + line for line in report_lines(self.token_counts)]
         if self.elapsed > 0:
             lines.append(f"  {self.elapsed:.2f} s, {self.records_per_second:.1f} records/s")
         return "\n".join(lines)
@@ -290,6 +303,7 @@ class DatasetAudit:
             "profile": self.profile,
             "thinking": self.thinking,
             "elapsed_seconds": self.elapsed,
+            "token_counts": dict(self.token_counts),
         }
 
 
@@ -311,7 +325,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
 
 
 def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    with open(path, "rb") as f:
+    with open_input(path) as f:  # "-" is stdin
         for line_no, raw in enumerate(f, 1):
             if raw.strip():
                 yield line_no, raw
@@ -325,6 +339,8 @@ def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidR
         return InvalidRecordError(f"is not UTF-8 ({err.reason} at byte {err.start})", field="line", line=line)
     except ValueError as err:
         return InvalidRecordError(f"is not JSON: {err}", field="line", line=line)
+    except RecursionError:
+        return InvalidRecordError("is nested too deeply to read", field="line", line=line)
     if not isinstance(value, dict):
         return InvalidRecordError(f"must be a JSON object, got {type(value).__name__}", field="line", line=line)
     return value
@@ -442,9 +458,58 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
 
 
 def _reconstruct(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool) -> Reconstruction:
+    return _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)[0]
+
+
+def _reconstruct_checked(
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+) -> tuple[Reconstruction, TokenCounts | None, tuple[str, ...], str | None]:
+    """The reconstruction, the usage check, every flag code (the check's included) and the provider."""
     turn = turn_of_record(rec)
     prof, think, offset = _options(rec, profile, thinking)
-    return reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
+    recon = reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
+    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, prof, think)
+    flags = recon.flag_codes + unchecked + (tuple(f.code for f in counts.flags()) if counts is not None else ())
+    provider = rec.get("provider", turn.metadata.get("provider"))
+    return recon, counts, flags, provider if isinstance(provider, str) else None
+
+
+def record_token_counts(
+    rec: Mapping[str, Any],
+    turn: AssistantTurn,
+    output_ids: Sequence[int],
+    tokenizer: KimiTokenizer,
+    profile: str,
+    thinking: bool,
+    prompt_len: int | None = None,
+) -> tuple[TokenCounts | None, tuple[str, ...]]:
+    """The usage check of one record (None when it carries no ``usage``) and the codes of figures that
+    could not be checked.
+
+    ``usage`` is the record's own or its response's. The prompt length is ``prompt_len`` when given,
+    else the record's ``messages`` (and ``tools``) rendered and encoded, else its ``prompt_ids``' length.
+    A prompt that cannot be rendered leaves ``prompt_tokens`` unchecked (code ``prompt_tokens_unchecked``)
+    rather than failing the record.
+    """
+    usage = rec.get("usage")
+    if not isinstance(usage, Mapping):
+        usage = turn.metadata.get("usage")
+    if not isinstance(usage, Mapping):
+        return None, ()
+    unchecked: tuple[str, ...] = ()
+    if prompt_len is None and reported_counts(usage)[0] is not None:
+        messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
+        if isinstance(messages, list):
+            from .training import render_prompt
+
+            try:
+                prompt_len = len(tokenizer.encode(render_prompt(messages, rec.get("tools"), profile, thinking, tokenizer)))
+            except (InvalidInputError, TypeError, ValueError):
+                unchecked = (f"{PROMPT}_unchecked",)
+        elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
+            prompt_len = len(prompt_ids)
+    counts = check_with_profile(usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
+    return counts, unchecked
 
 
 def audit_record(
@@ -474,7 +539,7 @@ def audit_record(
         if ref_found is None:
             raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
         reference = check_ids(ref_found[1], tok, ref_found[0])
-        recon = _reconstruct(rec, tok, profile, thinking, use_logprobs)
+        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
         comparison = compare_checked_ids(reference, recon.ids, tok)  # reconstructed ids come from the tokenizer
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         if isinstance(err, InvalidRecordError) and err.line is not None:
@@ -482,7 +547,7 @@ def audit_record(
         fld = err.field if isinstance(err, InvalidInputError) else None
         message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
         return RecordResult(index, line, rid, error=RecordError(index, line, rid, fld, message, type(err).__name__))
-    return RecordResult(index, line, rid, comparison, recon.source, recon.flag_codes)
+    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider)
 
 
 def audit_row(
@@ -556,6 +621,7 @@ class RecordReconstruction:
     source: str | None = None
     flags: tuple[str, ...] = ()
     error: RecordError | None = None
+    token_counts: TokenCounts | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -565,6 +631,7 @@ class RecordReconstruction:
             "output_ids": list(self.ids) if self.ids is not None else None,
             "source": self.source,
             "flags": list(self.flags),
+            "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
         }
 
@@ -577,13 +644,13 @@ def _reconstruct_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer |
         try:
             rec = _as_record(record, line)
             rid = record_id(rec)
-            recon = _reconstruct(rec, tok, job.profile, job.thinking, job.use_logprobs)
+            recon, counts, flags, _ = _reconstruct_checked(rec, tok, job.profile, job.thinking, job.use_logprobs)
         except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
             fld = err.field if isinstance(err, InvalidInputError) else None
             message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
             out.append(RecordReconstruction(index, line, rid, None, error=RecordError(index, line, rid, fld, message, type(err).__name__)))
             continue
-        out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, recon.flag_codes))
+        out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, flags, token_counts=counts))
     return out
 
 
@@ -603,7 +670,8 @@ def _items(records: RecordsArg) -> Iterator[_Item]:
 #: Every key a record is read for; other keys (prompts, messages) are not sent to worker processes.
 _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
-     "choices", "role", "content", "reasoning_content", "reasoning", "tool_calls"}
+     "choices", "role", "content", "reasoning_content", "reasoning", "tool_calls",
+     "usage", "provider", "messages", "tools", "prompt_ids"}  # the usage check's
 )
 
 
@@ -681,7 +749,7 @@ def _progress_bar(records: RecordsArg, progress: bool | None, desc: str) -> Any:
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if progress is None else progress
-    total = len(records) if isinstance(records, Sized) else None
+    total = len(records) if isinstance(records, Sized) and not isinstance(records, (str, bytes)) else None
     return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=not show)
 
 
@@ -720,6 +788,7 @@ class _Tally:
         self.errors: list[RecordError] = []
         self.flags: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()
+        self.token_counts = TokenCountTally()
         self.heaps: dict[str, list[tuple[int, int, RecordResult]]] = {}
         self.examples = examples
         self.max_errors = max_errors
@@ -735,6 +804,7 @@ class _Tally:
         assert comparison is not None
         self.counts[comparison.kind] += 1
         self.flags.update(set(result.flags))
+        self.token_counts.add(result.provider, result.token_counts)
         if result.source:
             self.sources[result.source] += 1
         if comparison.kind != EXACT and self.examples > 0:
@@ -762,6 +832,7 @@ class _Tally:
             profile=profile,
             thinking=thinking,
             elapsed=elapsed,
+            token_counts=self.token_counts.to_dict(),
         )
 
 

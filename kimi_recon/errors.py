@@ -49,6 +49,15 @@ class InvalidInputError(KimiReconError, ValueError):
         return err
 
 
+class InputFileError(InvalidInputError):
+    """An input file is missing, unreadable, or not a file. ``field`` names the option."""
+
+
+class OutputFileError(InvalidInputError):
+    """An output cannot be written without destroying data: it is the input (also through a link), a
+    directory, or, for an append-only log, not a regular file. ``field`` names the option."""
+
+
 class InvalidTurnError(InvalidInputError):
     """An assistant turn (reasoning, content, tool calls, finish reason) is malformed."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .chat_template import render_chat_template
@@ -11,18 +11,25 @@ from .errors import InvalidInputError
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
 from .reconstruct import reconstruct_output_ids
-from .tokenizer import KimiTokenizer, load_tokenizer
+from .segments import Segment, encode_segments
+from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
+from .usage_check import TokenCounts
 
 
 @dataclass(frozen=True)
 class TrainingSample:
-    """``input_ids`` = prompt ids + output ids; ``loss_mask`` is 0 on the prompt and 1 on the output."""
+    """``input_ids`` = prompt ids + output ids; ``loss_mask`` is 0 on the prompt and 1 on the output.
+
+    ``token_counts`` is the usage check of a sample built from a record that carries ``usage``
+    (:func:`sample_from_record`); its mismatches are among the ``flags``.
+    """
 
     input_ids: list[int]
     loss_mask: list[int]
     prompt_len: int
     flags: tuple[Flag, ...] = ()
+    token_counts: TokenCounts | None = None
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -33,13 +40,17 @@ class TrainingSample:
         return self.input_ids[self.prompt_len :]
 
     def to_dict(self) -> dict[str, Any]:
-        """The sample as JSON: ``input_ids``, ``loss_mask``, ``prompt_len``, flag codes (``kimi-recon export`` makes trainer rows of it)."""
-        return {
+        """The sample as JSON: ``input_ids``, ``loss_mask``, ``prompt_len``, flag codes (and ``token_counts``
+        when the usage was checked); ``kimi-recon export`` makes trainer rows of it."""
+        row: dict[str, Any] = {
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,
             "prompt_len": self.prompt_len,
             "flags": [f.code for f in self.flags],
         }
+        if self.token_counts is not None:
+            row["token_counts"] = self.token_counts.to_dict()
+        return row
 
 
 def deep_sorted(value: Any) -> Any:
@@ -75,14 +86,21 @@ def render_prompt(
     *,
     template: str | None = None,
     template_kwargs: Mapping[str, Any] | None = None,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
 ) -> str:
     """The prompt text up to and including the generation prompt, as the official ``apply_chat_template``.
 
     ``kimi-k2.5`` uses the tokenizer directory's own template, with tools deep-sorted and declared in
-    the TypeScript style; the other profiles use their bundled templates. ``template`` replaces the
-    template text; ``template_kwargs`` reach the template as variables (e.g. ``preserve_thinking``).
+    the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon.k3_prompt`;
+    ``thinking_effort`` and ``tool_choice`` are its options); the other profiles use their bundled
+    templates. ``template`` replaces the template text; ``template_kwargs`` reach the template as
+    variables (e.g. ``preserve_thinking``).
     """
     prof = get_profile(profile)
+    segments = prompt_segments(messages, tools, prof, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    if segments is not None:
+        return "".join(s.text for s in segments)
     source = template if template is not None else prof.template_source()
     if source is None:
         tok = tokenizer if tokenizer is not None else load_tokenizer()
@@ -96,6 +114,8 @@ def render_prompt(
             kwargs["tools_ts_str"] = render_tools_declaration(tools)
     if prof.thinking_style == "prompt_opens":
         kwargs["thinking"] = thinking
+    if tool_choice is not None:
+        kwargs["tool_choice"] = tool_choice
     prompt = render_chat_template(source, messages, tools=tools or None, add_generation_prompt=True, **kwargs)
     expected_end = prof.generation_prompt(thinking)
     if not prompt.endswith(expected_end):
@@ -107,6 +127,23 @@ def render_prompt(
     return prompt
 
 
+def prompt_segments(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    profile: ChatProfile,
+    thinking: bool,
+    *,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+) -> list[Segment] | None:
+    """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile."""
+    if profile.format != "k3":
+        return None
+    from .k3_prompt import k3_prompt_segments
+
+    return k3_prompt_segments(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+
+
 def build_training_sample(
     messages: Sequence[Mapping[str, Any]],
     turn: AssistantTurn | Mapping[str, Any],
@@ -114,14 +151,25 @@ def build_training_sample(
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
+    *,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+    stop: str | None = None,
 ) -> TrainingSample:
     """One training row: prompt ids (loss 0) followed by the turn's output ids (loss 1).
 
     Tool calls of ``turn`` without an id are numbered after the tool calls already in ``messages``.
+    ``thinking_effort`` and ``tool_choice`` are ``kimi-k3`` prompt options (effort ``max`` by default
+    when thinking is on); ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`).
     """
-    tok = tokenizer if tokenizer is not None else load_tokenizer()
-    prompt_ids = tok.encode(render_prompt(messages, tools, profile, thinking, tok))
-    output = reconstruct_output_ids(turn, tok, profile, thinking, call_index_offset=count_tool_calls(messages))
+    prof = get_profile(profile)
+    tok = tokenizer_for_profile(tokenizer, prof)
+    segments = prompt_segments(messages, tools, prof, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    if segments is not None:
+        prompt_ids = encode_segments(segments, tok, prof)
+    else:
+        prompt_ids = tok.encode(render_prompt(messages, tools, prof, thinking, tok, tool_choice=tool_choice))
+    output = reconstruct_output_ids(turn, tok, prof, thinking, call_index_offset=count_tool_calls(messages), stop=stop)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
@@ -139,21 +187,33 @@ def sample_from_record(
 ) -> TrainingSample:
     """A training sample from one record: ``messages``, optional ``tools``, and the response (under
     ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it); the record's own
-    ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id."""
-    from .dataset import record_id, turn_of_record
+    ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id.
+
+    A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
+    a ``<field>_mismatch`` flag for each figure no counting convention explains."""
+    from .dataset import record_id, record_token_counts, turn_of_record
 
     try:
         messages = record.get("messages")
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
         turn = turn_of_record(record)
-        return build_training_sample(
+        prof = record.get("profile") or profile
+        think = bool(record.get("thinking", thinking))
+        tok = tokenizer_for_profile(tokenizer, get_profile(prof))
+        sample = build_training_sample(
             messages,
             turn,
             record.get("tools"),
-            record.get("profile") or profile,
-            bool(record.get("thinking", thinking)),
-            tokenizer,
+            prof,
+            think,
+            tok,
+            thinking_effort=record.get("thinking_effort"),
+            tool_choice=record.get("tool_choice"),
         )
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
+    counts, _ = record_token_counts(record, turn, sample.output_ids, tok, prof, think, prompt_len=sample.prompt_len)
+    if counts is None:
+        return sample
+    return replace(sample, flags=sample.flags + counts.flags(), token_counts=counts)

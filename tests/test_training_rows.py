@@ -50,6 +50,7 @@ def expected_row(record: dict[str, Any], tok: KimiTokenizer) -> dict[str, Any]:
         "loss_mask": sample.loss_mask,
         "prompt_len": sample.prompt_len,
         "flags": ",".join(f.code for f in sample.flags),
+        "token_counts": "",
     }
 
 
@@ -99,7 +100,7 @@ def test_build_samples_refuses_to_write_over_its_input(tmp_path: Path, capsys: p
     path = write_jsonl(tmp_path / "in.jsonl", GOOD[:2])
     before = path.read_bytes()
     assert main(["build-samples", str(path), "-o", str(path)]) == 2
-    assert path.read_bytes() == before and "is the input file" in capsys.readouterr().err
+    assert path.read_bytes() == before and "is also the input" in capsys.readouterr().err
 
 
 def test_a_missing_input_leaves_the_old_output_untouched(tmp_path: Path) -> None:

@@ -72,10 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("output")
     g.add_argument("--tokenizer", default=None, help="tokenizer directory or Hub repo id (default: bundled K2.5)")
-    g.add_argument("--profile", default="kimi-k2.5", help="chat format used to rebuild ids (default: %(default)s)")
+    g.add_argument("--profile", default=None, help="chat format used to rebuild ids (default: the --model's, e.g. kimi-k3 for moonshotai/kimi-k3; else kimi-k2.5)")
     g.add_argument("--prompt-ids", action="store_true", help="also write the prompt ids")
     g.add_argument("--training-sample", action="store_true", help="also write the training sample (input_ids, loss_mask); `kimi-recon export` turns the log into trainer rows")
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
+    g.add_argument("--no-usage-check", action="store_true", help="do not compare the rebuilt ids with the server's usage token counts")
     g.add_argument("--keep-server-call-ids", action="store_true", help="do not replace server-issued tool-call ids with functions.NAME:IDX")
     g.add_argument("--max-cost", type=float, default=None, help="stop sending new prompts once this many USD are spent in this run")
     g.add_argument("--limit", type=int, default=None, help="send at most this many prompts in this run")
@@ -105,6 +106,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return 2
     from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
     from .generate import GenerateConfig, run_generate
+    from ..profiles import profile_for_model
     from .options import RequestOptions, provider_preferences, reasoning_settings
 
     api_key = api_key_from_env()
@@ -138,11 +140,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         max_retries=args.max_retries,
         reconstruct=not args.no_reconstruct,
-        profile=args.profile,
+        profile=args.profile or profile_for_model(args.model),
         tokenizer=args.tokenizer,
         prompt_ids=args.prompt_ids,
         training_sample=args.training_sample,
         fix_tool_call_ids=not args.keep_server_call_ids,
+        check_usage=not args.no_usage_check,
         max_cost=args.max_cost,
         limit=args.limit,
         progress=not args.no_progress,
@@ -151,7 +154,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         app_title=args.app_title,
     )
     summary = run_generate(config, api_key)
-    print(summary.line(), file=sys.stderr)
+    print("\n".join(summary.lines()), file=sys.stderr)
     return summary.exit_code
 
 

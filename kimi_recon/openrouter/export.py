@@ -8,6 +8,7 @@ together with ``output_ids``), an error with the reason for everything else. Not
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -62,6 +63,8 @@ def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = Fals
         raise InvalidInputError("the turn was cut (truncated) and --skip-truncated is set", field="truncated")
     training = row_of_sample(_sample(row), record_id(row))
     training["flags"] = ",".join(flags)  # the log's flags: the adapter's and the rebuild's
+    counts = row.get("token_counts")
+    training["token_counts"] = json.dumps(counts) if isinstance(counts, Mapping) else ""
     return training
 
 

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import KimiReconError
 from ..models import AssistantTurn
+from ..usage_check import TokenCounts
+from ..usage_stats import TokenCountTally
 from .client import DEFAULT_BASE_URL, Fetched, fetch, make_client, retry_after_200
 from .errors import InvalidResponseError, OpenRouterError, redact
 from .options import RequestOptions, request_kwargs
@@ -52,6 +54,7 @@ class GenerateConfig:
     prompt_ids: bool = False
     training_sample: bool = False
     fix_tool_call_ids: bool = True
+    check_usage: bool = True
     max_cost: float | None = None
     limit: int | None = None
     progress: bool = True
@@ -79,6 +82,8 @@ class RunSummary:
     remaining: int
     stopped: str | None = None
     repaired_tail: str | None = None
+    #: The usage check over this run's rows (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
+    token_counts: Mapping[str, Any] = field(default_factory=dict)
 
     def line(self) -> str:
         parts = [
@@ -93,6 +98,12 @@ class RunSummary:
         if self.stopped:
             parts.append(f"stopped: {self.stopped}")
         return "generate: " + ", ".join(parts)
+
+    def lines(self) -> list[str]:
+        """:meth:`line`, then the usage check per provider (see docs/openrouter.md)."""
+        from ..usage_stats import report_lines
+
+        return [self.line(), *report_lines(self.token_counts)]
 
     @property
     def exit_code(self) -> int:
@@ -214,6 +225,7 @@ def run_generate(
                 tokenizer=config.tokenizer,
                 prompt_ids=config.prompt_ids,
                 training_sample=config.training_sample,
+                check_usage=config.check_usage,
             )
         if client is None:
             client = make_client(
@@ -226,6 +238,7 @@ def run_generate(
             )
 
         counts = {"ok": 0, "errors": 0, "written": 0}
+        tally = TokenCountTally()
         spent = 0.0
         tokens = 0
         started = time.monotonic()
@@ -236,6 +249,8 @@ def run_generate(
             out.append(row)
             counts["written"] += 1
             counts["ok" if row["status"] == "ok" else "errors"] += 1
+            if row["status"] == "ok":
+                tally.add(row.get("provider"), TokenCounts.from_dict(row.get("token_counts")))
             if isinstance(row.get("cost"), float):
                 spent += row["cost"]
             usage = row.get("usage")
@@ -268,6 +283,7 @@ def run_generate(
             remaining=len(items) - already - counts["written"],
             stopped=stopped,
             repaired_tail=state.repaired_tail,
+            token_counts=tally.to_dict(),
         )
     return summary
 
