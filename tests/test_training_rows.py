@@ -177,11 +177,11 @@ def test_build_samples_output_is_accepted_by_speculators_prepare_data(built: Pat
 
 def test_columns_keep_one_type_past_the_json_loaders_first_block(tmp_path: Path) -> None:
     """datasets' JSON loader types a column from its first 10 MB; a later row of another type fails it.
-    Rows without flags or ids fill the first block here, rows with both come after."""
+    Rows without flags or usage check fill the first block here, a row with both comes after."""
     plain = {"input_ids": list(range(163000, 163600)), "loss_mask": [0] * 300 + [1] * 300, "prompt_len": 300}
     n = (11 << 20) // len(json.dumps(plain)) + 1
-    results = [SampleResult(i, i + 1, None, {"id": f"line-{i + 1}", **plain, "flags": ""}) for i in range(n)]
-    flagged = training_row(GOOD[0]) | {"flags": "reasoning_incomplete,foreign_tool_call_id"}
+    results = [SampleResult(i, i + 1, None, {"id": f"line-{i + 1}", **plain, "flags": "", "token_counts": ""}) for i in range(n)]
+    flagged = training_row(GOOD[0]) | {"flags": "reasoning_incomplete,foreign_tool_call_id", "token_counts": '{"completion_tokens": {"delta": 1}}'}
     results.append(SampleResult(n, n + 1, "c0", flagged))
     out = tmp_path / "big.jsonl"
     write_training_rows(iter(results), str(out))
