@@ -56,9 +56,9 @@ import tiktoken
 
 from benchmarks import baselines, corpus, scale
 from kimi_recon import KimiTokenizer, load_tokenizer
-from kimi_recon.models import AssistantTurn
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_assistant_turn, render_turn
+from kimi_recon.responses import as_turn
 from kimi_recon.special_tokens import special_texts_in
 from kimi_recon.tokenizer import MAX_ENCODE_CHARS, MAX_RUN_CHARS, official_chunks
 
@@ -375,7 +375,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
     rep.md.append("\n```text\n" + top + "\n```\n")
 
     # The stages of reconstruct_output_ids, each timed alone on the same turns.
-    turns = [AssistantTurn.from_message(m) for m in msgs]
+    turns = [as_turn(m) for m in msgs]
     rendered = [render_turn(t) for t in turns]
     pairs = [(r.text, r.special_texts) for r in rendered]
     fields = [s.text for r in rendered for s in r.segments if s.field is not None]
@@ -387,7 +387,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
     parts: dict[str, Callable[[], object]] = {
         "raw encode, allowed_special='all' (the floor)": _consume(lambda t: enc.encode(t, allowed_special="all"), texts),
         "reconstruct_output_ids (end to end)": _consume(lambda m: reconstruct_output_ids(m, tok), msgs),
-        "1. AssistantTurn.from_message": _consume(AssistantTurn.from_message, msgs),
+        "1. responses.as_turn (the one turn parser)": _consume(as_turn, msgs),
         "2. render_turn (incl. special_texts_in)": _consume(render_turn, turns),
         "3. KimiTokenizer.encode_with_specials(text, special_texts)": _consume(lambda tp: tok.encode_with_specials(*tp), pairs),
         "   1 -> 2 -> 3 in one loop (with the text join)": _consume(_stages, [(m, tok) for m in msgs]),
@@ -425,7 +425,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
 def _stages(args: tuple[Record, KimiTokenizer]) -> list[int]:
     """What reconstruct_output_ids does for a plain turn, stage by stage (no logprobs, no Reconstruction)."""
     msg, tok = args
-    rendered = render_turn(AssistantTurn.from_message(msg))
+    rendered = render_turn(as_turn(msg))
     return tok.encode_with_specials(rendered.text, rendered.special_texts)
 
 

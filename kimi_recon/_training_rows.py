@@ -61,9 +61,9 @@ ROW_COLUMNS: tuple[str, ...] = ("id", "input_ids", "loss_mask", "prompt_len", "f
 #: The columns :func:`sample_batch` returns: a row's, plus ``error`` (None, or why the record failed).
 BATCH_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "error")
 #: Record keys that may hold JSON text instead of objects (Arrow columns are often stored that way).
-_JSON_KEYS: tuple[str, ...] = ("messages", "tools", *RESPONSE_KEYS)
-#: Record options whose null (Arrow's value for "absent in this row") means "use the default".
-_OPTION_KEYS: tuple[str, ...] = ("thinking", "profile", "call_index_offset")
+#: ``tools`` and the other options are read by :func:`kimi_recon.record_options.parse_options`, which takes
+#: JSON text and undoes Arrow's null filling of tool schemas where that can be done exactly.
+_JSON_KEYS: tuple[str, ...] = ("messages", *RESPONSE_KEYS)
 
 
 def row_of_sample(sample: TrainingSample, row_id: str | None) -> dict[str, Any]:
@@ -207,15 +207,15 @@ def _batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> d
         if column in _JSON_KEYS and _holds_numpy(raw):
             raise InvalidInputError(
                 "arrived as Arrow-converted objects (numpy arrays), which are not the objects that were stored: Arrow "
-                "gives every object the keys of all rows and turns nulls into NaN; store this column as JSON text",
+                "gives every object the keys of all rows, null where a row had none; store this column as JSON text",
                 field=column,
             )
         value = _plain(raw)
-        if value is None and column in _OPTION_KEYS:
-            continue  # Arrow fills a key a row lacks with null: the record did not set it
         if isinstance(value, (str, bytes)) and column in _JSON_KEYS:
             try:
                 value = json.loads(value)
+            except RecursionError:
+                raise InvalidInputError("is JSON text nested too deeply", field=column) from None
             except ValueError as err:
                 raise InvalidInputError(f"is text but not JSON: {err}", field=column) from None
         record[column] = value
@@ -242,8 +242,10 @@ def sample_batch(
         ray_ds.map_batches(sample_batch)                                                 # Ray Data
 
     Each row equals :func:`training_row` of the record. Keep nested data as JSON text when it passes
-    through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none), and
-    a tool schema with an added ``"default": null`` is not the schema the model saw.
+    through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none).
+    ``messages`` and the response arriving as numpy arrays (Ray's view of such objects) are refused as a
+    row error; ``tools`` go to :func:`~kimi_recon.record_options.parse_options`, which removes the filled
+    nulls where that is exact and refuses the record where it is not.
     """
     columns = list(batch)
     n = len(batch[columns[0]]) if columns else 0

@@ -104,26 +104,40 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from ._report_io import check_distinct_outputs, write_reports
     from .dataset import audit_dataset
 
-    _check_files(args, [("--json", args.json)])
+    args.input = _audit_input(args)
+    _check_files(args, [("--json", args.json), ("--html", args.html)])
+    check_distinct_outputs([("--json", args.json), ("--html", args.html)])
     report = audit_dataset(
         args.input,
         _tokenizer(args),
         profile=args.profile,
         thinking=not args.no_thinking,
         workers=args.workers,
+        worst=args.html_examples,
     )
-    # With --json -, stdout carries the JSON alone and the readable summary goes to stderr.
-    print(report.summary(), file=sys.stderr if args.json is not None and is_stdio(args.json) else sys.stdout)
-    if args.json:
-        with atomic_output(args.json, "--json") as f:
-            json.dump(report.to_dict(), f, ensure_ascii=False, indent=2)
-            f.write("\n")
+    # With --json - (or --html -), stdout carries that report alone and the readable summary goes to stderr.
+    to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
+    print(report.summary(), file=sys.stderr if to_stdout else sys.stdout)
+    write_reports(report, json_path=args.json, html_path=args.html)
     if args.min_exact is not None and report.exact_rate < args.min_exact:
         print(f"FAIL: exact rate {report.exact_rate:.4f} is below --min-exact {args.min_exact}", file=sys.stderr)
         return 1
     return 0
+
+
+def _audit_input(args: argparse.Namespace) -> str:
+    if args.sample:
+        if args.input is not None:
+            raise InvalidInputError("give an input file or --sample, not both", field="input")
+        from ._sample import sample_path
+
+        return str(sample_path())
+    if args.input is None:
+        raise InvalidInputError("is missing: give a JSONL file of records (- for stdin), or --sample for the bundled one", field="input")
+    return str(args.input)
 
 
 def _version() -> str:
@@ -172,10 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_reconstruct)
 
     p = with_format(with_tokenizer(sub.add_parser("audit", help="round-trip audit of responses against reference ids")))
-    p.add_argument("input", help="JSONL file, or - for stdin")
+    p.add_argument("input", nargs="?", help="JSONL file of records (response + reference ids), or - for stdin")
+    p.add_argument("--sample", action="store_true", help="audit the bundled sample of official K2.5 dev conversations")
     p.add_argument("--min-exact", type=float, default=None, help="exit 1 when the exact-match rate is below this (0..1)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
+    p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")
+    p.add_argument("--html-examples", type=int, default=20, metavar="N", help="worst records shown token by token (default 20)")
     p.set_defaults(func=cmd_audit)
 
     p = with_format(
