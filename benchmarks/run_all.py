@@ -17,6 +17,8 @@ hurts both sides alike):
 4. dataset mode on all cores against one core (target >= 1.7x on 2 cores), next to the machine's own
    ceiling (raw encode on N processes against one) and the core's (``reconstruct_output_ids``);
 5. tokenizer load time (target < 0.5 s), in fresh processes;
+5b. ``compare_ids`` on long unrelated texts against one encode of the same texts
+   (:mod:`benchmarks.compare_speed`; target: 1M ids against 1M ids in < 2 s, full mode);
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
 
@@ -54,7 +56,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 
 import tiktoken
 
-from benchmarks import baselines, corpus, scale
+from benchmarks import baselines, compare_speed, corpus, scale
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_assistant_turn, render_turn
@@ -607,6 +609,21 @@ def bench_load(cfg: Config, rep: Report) -> None:
     rep.data["load"] = {"runs": runs, "median_load_s": med, "best_load_s": min(loads)}
 
 
+def bench_compare(cfg: Config, rep: Report, tok: KimiTokenizer) -> None:
+    n_ids = 100_000 if cfg.quick else compare_speed.TARGET_IDS
+    rep.section(f"compare_ids on long texts: {n_ids:,} ids against {n_ids:,}, against one encode of the same texts")
+    results = compare_speed.measure(tok, n_ids, 2 if cfg.quick else 3, cfg.seed)
+    rep.table(compare_speed.HEADERS, compare_speed.table_rows(results))
+    unrelated = results[0]["compare_s"]
+    if n_ids >= compare_speed.TARGET_IDS:
+        goal = f"< {compare_speed.TARGET_S} s"
+        rep.line(f"unrelated turns: {unrelated:.2f} s ({goal}): {'met' if unrelated < compare_speed.TARGET_S else 'MISSED'}")
+        rep.target("compare_ids, 1M ids against 1M unrelated", unrelated, goal, unrelated < compare_speed.TARGET_S, "s")
+    if any(r["kind"] != "text_mismatch" for r in results):
+        rep.failures.append(f"compare_ids: every compare_speed case differs in text, got {[r['kind'] for r in results]}")
+    rep.data["compare"] = results
+
+
 def _mb(v: float | None) -> object:
     return "-" if v is None else v
 
@@ -751,7 +768,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,memory,scale")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,memory,scale")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -853,6 +870,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.collect()
         if "load" not in cfg.skip:
             bench_load(cfg, rep)
+        if "compare" not in cfg.skip:
+            bench_compare(cfg, rep, tok)
         if "memory" not in cfg.skip:
             bench_memory(cfg, rep, jsonl, jsonl4, n_records)
     if "scale" not in cfg.skip:

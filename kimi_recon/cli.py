@@ -122,6 +122,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
     print(report.summary(), file=sys.stderr if to_stdout else sys.stdout)
     write_reports(report, json_path=args.json, html_path=args.html)
+    for path in (args.json, args.html):
+        if path is not None and not is_stdio(path):
+            print(f"wrote {path}", file=sys.stderr)
     if args.min_exact is not None and report.exact_rate < args.min_exact:
         print(f"FAIL: exact rate {report.exact_rate:.4f} is below --min-exact {args.min_exact}", file=sys.stderr)
         return 1

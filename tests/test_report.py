@@ -197,7 +197,7 @@ def test_page_for_a_million_record_audit_stays_under_5_mb() -> None:
 # -- the command line -------------------------------------------------------------------------------------
 
 
-def test_cli_audit_writes_the_html_and_json_reports_with_the_same_figures(tmp_path: Path) -> None:
+def test_cli_audit_writes_the_html_and_json_reports_with_the_same_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", crafted_records())
     html_path, json_path = tmp_path / "r.html", tmp_path / "r.json"
     assert main(["audit", str(src), "--html", str(html_path), "--json", str(json_path), "--html-examples", "1"]) == 0
@@ -206,7 +206,16 @@ def test_cli_audit_writes_the_html_and_json_reports_with_the_same_figures(tmp_pa
     page = html_path.read_text(encoding="utf-8")
     for path, fmt, text in figures_of(page).figures:
         assert text == shown(at(d, path), fmt)
-    assert not list(tmp_path.glob(".*tmp"))  # no temporary file left behind
+    assert not list(tmp_path.glob(".*"))  # no temporary file left behind
+    assert f"wrote {html_path}" in capsys.readouterr().err
+
+
+def test_cli_html_to_stdout_carries_the_page_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", crafted_records())
+    assert main(["audit", str(src), "--html", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("<!DOCTYPE html>") and out.rstrip().endswith("</html>")
+    assert "kimi-recon audit: 10 records" in err and "kimi-recon audit" not in out.split("<title>")[0]
 
 
 def test_cli_refuses_a_report_that_would_overwrite_the_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

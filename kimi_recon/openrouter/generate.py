@@ -11,6 +11,7 @@ row at all, and the next run sends it again.
 
 from __future__ import annotations
 
+import math
 import queue
 import sys
 import threading
@@ -20,12 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import KimiReconError
+from .._io import check_input, refuse_output_is_input
+from ..errors import InvalidInputError
 from ..models import AssistantTurn
+from ..profiles import get_profile
 from ..usage_check import TokenCounts
 from ..usage_stats import TokenCountTally
 from .client import DEFAULT_BASE_URL, Fetched, fetch, make_client, retry_after_200
-from .errors import InvalidResponseError, OpenRouterError, redact
+from .errors import InvalidResponseError, OpenRouterError, redact_text
 from .options import RequestOptions, request_kwargs
 from .output import OutputFile
 from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_response
@@ -63,10 +66,32 @@ class GenerateConfig:
     app_title: str | None = None
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise KimiReconError("concurrency must be at least 1")
-        if self.max_retries < 0:
-            raise KimiReconError("max_retries must be 0 or more")
+        """Every setting checked before anything is sent: a bad one would turn every prompt into an error
+        row, and error rows count as done, so a corrected rerun would send nothing."""
+        _require(_is_int(self.concurrency) and self.concurrency >= 1, "concurrency", "an integer of at least 1", self.concurrency)
+        _require(_is_int(self.max_retries) and self.max_retries >= 0, "max_retries", "an integer of 0 or more", self.max_retries)
+        _require(_is_number(self.timeout) and self.timeout > 0, "timeout", "a number of seconds above 0", self.timeout)
+        _require(_is_number(self.retry_base_delay) and self.retry_base_delay >= 0, "retry_base_delay", "a number of 0 or more", self.retry_base_delay)
+        _require(self.limit is None or (_is_int(self.limit) and self.limit >= 0), "limit", "an integer of 0 or more", self.limit)
+        _require(self.max_cost is None or (_is_number(self.max_cost) and self.max_cost >= 0), "max_cost", "a number of 0 or more", self.max_cost)
+        _require(
+            isinstance(self.base_url, str) and self.base_url.startswith(("http://", "https://")),
+            "base_url", "an http:// or https:// URL", self.base_url,
+        )  # fmt: skip
+        get_profile(self.profile)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require(ok: bool, field_name: str, what: str, value: object) -> None:
+    if not ok:
+        raise InvalidInputError(f"must be {what}, got {value!r}", field=field_name)
 
 
 @dataclass(frozen=True)
@@ -158,10 +183,10 @@ def _fetch_one(
         return _Outcome(prompt, response=response, error=err.to_dict(), call=call(err.retries))
     except InvalidResponseError as err:
         named = err.with_sample(prompt.id)
-        error = {"type": "invalid_response", "code": None, "message": redact(str(named), secret), "field": err.field}
+        error = {"type": "invalid_response", "code": None, "message": redact_text(str(named), secret), "field": err.field}
         return _Outcome(prompt, response=last[0].response if last else None, error=error, call=call())
     except Exception as err:  # a bug or an unforeseen transport failure must still leave a row
-        message = redact(f"prompt {prompt.id!r}: {type(err).__name__}: {err}", secret)
+        message = redact_text(f"prompt {prompt.id!r}: {type(err).__name__}: {err}", secret)
         return _Outcome(prompt, response=last[0].response if last else None, error={"type": "internal", "code": None, "message": message}, call=call())
     return _Outcome(prompt, response=fetched.response, turn=turn, call=call())
 
@@ -179,7 +204,7 @@ def _row_for(
         rebuilt = rebuild(prompt, turn) if rebuild is not None else None
     except Exception as err:
         field_name = getattr(err, "field", None)
-        message = redact(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
+        message = redact_text(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
         error = {"type": "reconstruction", "code": None, "message": message, "field": field_name}
         return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
     return ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
@@ -206,7 +231,9 @@ def run_generate(
 
     err_stream = stderr if stderr is not None else sys.stderr
     options = config.options
-    items = read_prompts(config.prompts)
+    check_input(config.prompts, "prompts")
+    refuse_output_is_input(config.output, [config.prompts])
+    items = read_prompts(config.prompts, secret=api_key)
     with OutputFile(config.output, fsync=config.fsync, secret=api_key) as out:
         state = out.state
         assert state is not None
@@ -246,10 +273,10 @@ def run_generate(
 
         def write(row: dict[str, Any]) -> None:
             nonlocal spent, tokens
-            out.append(row)
+            status = out.append(row)  # may differ from the row's: e.g. a response that echoed the key
             counts["written"] += 1
-            counts["ok" if row["status"] == "ok" else "errors"] += 1
-            if row["status"] == "ok":
+            counts["ok" if status == "ok" else "errors"] += 1
+            if status == "ok":
                 tally.add(row.get("provider"), TokenCounts.from_dict(row.get("token_counts")))
             if isinstance(row.get("cost"), float):
                 spent += row["cost"]
@@ -339,7 +366,7 @@ def _dispatch(
             try:
                 row = _row_for(outcome, options, config, rebuild, secret)
             except Exception as err:  # never lose a prompt to a bug in row building
-                message = redact(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", secret)
+                message = redact_text(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", secret)
                 error = {"type": "internal", "code": None, "message": message}
                 row = error_row(outcome.prompt.id, options.model, error, line=outcome.prompt.line, response=outcome.response)
             write(row)
