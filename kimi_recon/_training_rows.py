@@ -17,6 +17,7 @@ stop at it or skip it silently.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Generator, Iterable, Mapping, Sequence
@@ -88,10 +89,13 @@ def training_row(
     *,
     profile: str = "kimi-k2.5",
     thinking: bool = True,
+    template: str | None = None,
 ) -> dict[str, Any]:
-    """One record's training row (see the module doc); raises :class:`InvalidInputError` naming the field and id."""
+    """One record's training row (see the module doc); raises :class:`InvalidInputError` naming the field and id.
+
+    ``template`` replaces the profile's chat template for the prompt (see :func:`~kimi_recon.training.sample_from_record`)."""
     tok = get_tokenizer(tokenizer)
-    sample = sample_from_record(record, tok, profile=profile, thinking=thinking)
+    sample = sample_from_record(record, tok, profile=profile, thinking=thinking, template=template)
     rid = record_id(record)
     try:
         return row_of_sample(sample, rid)
@@ -131,14 +135,21 @@ def _failure(index: int, line: int | None, rid: str | None, err: Exception) -> S
 
 
 def sample_result(
-    record: object, tok: KimiTokenizer, *, profile: str, thinking: bool, index: int = 0, line: int | None = None
+    record: object,
+    tok: KimiTokenizer,
+    *,
+    profile: str,
+    thinking: bool,
+    template: str | None = None,
+    index: int = 0,
+    line: int | None = None,
 ) -> SampleResult:
     """:func:`training_row` that never raises: a record's failure (of any kind) is a result with an error."""
     rid: str | None = None
     try:
         rec = _as_record(record, line)
         rid = record_id(rec)
-        row = training_row(rec, tok, profile=profile, thinking=thinking)
+        row = training_row(rec, tok, profile=profile, thinking=thinking, template=template)
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         return _failure(index, line, rid, err)
     if row["id"] is None:
@@ -146,9 +157,14 @@ def sample_result(
     return SampleResult(index, line, rid, row)
 
 
-def _sample_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None) -> list[SampleResult]:
+def _sample_chunk(
+    items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None, *, template: str | None = None
+) -> list[SampleResult]:
     tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
-    return [sample_result(rec, tok, profile=job.profile, thinking=job.thinking, index=i, line=line) for i, line, rec in items]
+    return [
+        sample_result(rec, tok, profile=job.profile, thinking=job.thinking, template=template, index=i, line=line)
+        for i, line, rec in items
+    ]
 
 
 def build_samples(
@@ -157,6 +173,7 @@ def build_samples(
     *,
     profile: str = "kimi-k2.5",
     thinking: bool = True,
+    template: str | None = None,
     workers: int | None = 1,
     chunk_size: int = 16,
     progress: bool | None = False,
@@ -171,7 +188,8 @@ def build_samples(
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, True)
     with _progress_bar(records, progress, "build-samples") as bar:
-        for result in _stream(records, _sample_chunk, job, tok, n, chunk_size, slim=False):
+        work = functools.partial(_sample_chunk, template=template)  # picklable: a module function and a string
+        for result in _stream(records, work, job, tok, n, chunk_size, slim=False):
             bar.update(1)
             yield result
 
@@ -228,6 +246,7 @@ def sample_batch(
     *,
     profile: str = "kimi-k2.5",
     thinking: bool = True,
+    template: str | None = None,
 ) -> dict[str, list[Any]]:
     """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
 
@@ -255,7 +274,7 @@ def sample_batch(
         rid = record_id({"id": _plain(batch["id"][i])}) if "id" in batch else None
         try:
             record = _batch_record(batch, columns, i)
-            row = training_row(record, tok, profile=profile, thinking=thinking)
+            row = training_row(record, tok, profile=profile, thinking=thinking, template=template)
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
             row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "token_counts": ""}

@@ -84,8 +84,19 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
     from ._training_rows import build_samples, write_training_rows
 
     _check_files(args, _training_outputs(args))
+    template = None
+    if args.chat_template is not None:
+        check_input(args.chat_template, "--chat-template")
+        with open(args.chat_template, encoding="utf-8") as f:  # read before the output is touched
+            template = f.read()
     results = build_samples(
-        args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=None
+        args.input,
+        args.tokenizer,
+        profile=args.profile,
+        thinking=not args.no_thinking,
+        template=template,
+        workers=args.workers,
+        progress=None,
     )
     summary = write_training_rows(results, args.output, args.errors)
     print(summary.line("build-samples"), file=sys.stderr)
@@ -213,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="-", help="training rows JSONL, replaced only once complete; - for stdout (default)")
     p.add_argument("--errors", default=None, help="failed records JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
+    p.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="render prompts with this Jinja chat template instead of the profile's; a record's template_kwargs "
+        "(e.g. {\"preserve_thinking\": true}) reach it as variables",
+    )
     p.set_defaults(func=cmd_build_samples)
 
     p = sub.add_parser(
