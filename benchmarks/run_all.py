@@ -19,6 +19,8 @@ hurts both sides alike):
 5. tokenizer load time (target < 0.5 s), in fresh processes;
 5b. ``compare_ids`` on long unrelated texts against one encode of the same texts
    (:mod:`benchmarks.compare_speed`; target: 1M ids against 1M ids in < 2 s, full mode);
+5c. ``generate`` rows/s against a zero-latency loopback server with and without the usage check
+   (target: ratio >= 0.9; :mod:`benchmarks.generate_bench`);
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
 
@@ -583,6 +585,30 @@ def bench_parallel(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequen
 # 5-6. Fresh-process probes
 
 
+def bench_generate(cfg: Config, rep: Report) -> None:
+    """What the usage check costs ``generate`` (see :mod:`benchmarks.generate_bench`)."""
+    rep.section("generate: the usage check's cost")
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        rep.line("the openrouter extra (openai) is not installed; skipped")
+        return
+    from benchmarks import generate_bench
+
+    result = generate_bench.measure(40 if cfg.quick else 300, cfg.rounds, cfg.seed)
+    rows_s, cpu = result["rows_per_s"], result["cpu_ms_per_row"]
+    rep.table(
+        ["setting", "rows/s", "CPU ms per row (this process)"],
+        [[name, f"{rows_s[name]:.1f}", f"{cpu[name]:.2f}"] for name in ("without check", "with check")],
+    )
+    rep.line(f"{result['prompts']} prompts, concurrency {result['concurrency']}, zero-latency loopback server in its own process, best of {result['rounds']} rounds")
+    ratio = result["ratio"]
+    rep.target("generate rows/s with the usage check / without", ratio, f">= {generate_bench.TARGET_RATIO}", ratio >= generate_bench.TARGET_RATIO, "x")
+    if result["rows_checked"]["with check"] != result["prompts"]:
+        rep.failures.append(f"the usage check ran on {result['rows_checked']['with check']} of {result['prompts']} generate rows")
+    rep.data["generate"] = result
+
+
 def run_probe(args: list[str]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
     if proc.returncode != 0:
@@ -757,7 +783,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,memory")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,generate,memory")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -861,6 +887,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench_load(cfg, rep)
         if "compare" not in cfg.skip:
             bench_compare(cfg, rep, tok)
+        if "generate" not in cfg.skip:
+            bench_generate(cfg, rep)
         if "memory" not in cfg.skip:
             bench_memory(cfg, rep, jsonl, jsonl4, n_records)
 

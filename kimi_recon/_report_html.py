@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -385,7 +386,10 @@ def _record_card(n: int, record: Mapping[str, Any]) -> str:
         f"first difference at index {esc(c.get('first_diff'))} ({esc(c.get('region'))}); difference size {esc(c.get('diff_size'))}"
         f"; ids from {esc(clip(str(record.get('source')), ID_CHARS))}"
     )
-    flags = "".join(f'<span class="flag">{esc(clip(str(f), ID_CHARS))}</span> ' for f in record.get("flags", [])[:FLAGS_SHOWN])
+    times = Counter(str(f) for f in record.get("flags", []))  # a flag repeats once per field it concerns
+    flags = "".join(
+        f'<span class="flag">{esc(clip(f, ID_CHARS))}{f" ×{n}" if n > 1 else ""}</span> ' for f, n in list(times.items())[:FLAGS_SHOWN]
+    )
     return (
         f'<div class="record" id="{anchor(record)}"><div class="head">{"".join(head)}</div>'
         f'<div class="small muted">{facts}</div>'

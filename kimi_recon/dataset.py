@@ -46,7 +46,7 @@ from .errors import InvalidInputError
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
-from .record_options import parse_options
+from .record_options import OPTION_KEYS, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 from .usage_stats import TokenCountTally, report_lines
@@ -507,10 +507,16 @@ def record_token_counts(
     if prompt_len is None and reported_counts(usage)[0] is not None:
         messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
         if isinstance(messages, list):
-            from .training import render_prompt
+            from .training import encode_prompt
 
             try:
-                prompt_len = len(tokenizer.encode(render_prompt(messages, rec.get("tools"), profile, thinking, tokenizer)))
+                opts = parse_options(rec, profile=profile, thinking=thinking)
+                prompt_len = len(
+                    encode_prompt(
+                        messages, opts.tools, opts.profile, opts.thinking, tokenizer, template_kwargs=opts.template_kwargs,
+                        thinking_effort=opts.thinking_effort, tool_choice=opts.tool_choice,
+                    )
+                )
             except (InvalidInputError, TypeError, ValueError):
                 unchecked = (f"{PROMPT}_unchecked",)
         elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
@@ -678,7 +684,7 @@ def _items(records: RecordsArg) -> Iterator[_Item]:
 _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
      "choices", "role", "content", "reasoning_content", "reasoning", "tool_calls",
-     "usage", "provider", "messages", "tools", "prompt_ids"}  # the usage check's
+     "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS}  # the usage check's
 )
 
 

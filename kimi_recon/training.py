@@ -14,6 +14,7 @@ from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
 from .responses import as_turn
 from .segments import Segment, encode_segments
+from .special_tokens import special_texts_in
 from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
 from .usage_check import TokenCounts
@@ -177,6 +178,40 @@ def prompt_segments(
     return k3_prompt_segments(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
+def encode_prompt(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
+    profile: str | ChatProfile = "kimi-k2.5",
+    thinking: bool = True,
+    tokenizer: KimiTokenizer | None = None,
+    *,
+    template: str | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+) -> list[int]:
+    """The prompt ids a training sample starts with: the prompt rendered as the official code renders it
+    (:func:`render_prompt`), encoded as the official tokenizer encodes it for that profile."""
+    options = parse_options(
+        profile=profile,
+        thinking=thinking,
+        tools=tools,
+        template_kwargs=template_kwargs,
+        thinking_effort=thinking_effort,
+        tool_choice=tool_choice,
+    )
+    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile), template)
+
+
+def _encode_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None) -> list[int]:
+    segments = _prompt_segments(messages, options)
+    if segments is not None:
+        return encode_segments(segments, tok, options.profile)
+    text = _render_prompt(messages, options, tok, template)
+    # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
+    return tok.encode_with_specials(text, frozenset(special_texts_in(text)))
+
+
 def build_training_sample(
     messages: Sequence[Mapping[str, Any]],
     turn: AssistantTurn | Mapping[str, Any] | Any,
@@ -222,11 +257,7 @@ def _build(
     stop: str | None = None,
 ) -> TrainingSample:
     prof = options.profile
-    segments = _prompt_segments(messages, options)
-    if segments is not None:
-        prompt_ids = encode_segments(segments, tok, prof)
-    else:
-        prompt_ids = tok.encode(_render_prompt(messages, options, tok, template))
+    prompt_ids = _encode_prompt(messages, options, tok, template)
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
     output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop)
     return TrainingSample(

@@ -41,6 +41,16 @@ def crafted_audit(**kwargs: Any) -> DatasetAudit:
     return audit_dataset(crafted_records(), load_tokenizer(), progress=False, **kwargs)
 
 
+_CRAFTED: list[dict[str, Any]] = []
+
+
+def crafted_audit_dict() -> dict[str, Any]:
+    """A fresh copy of the crafted audit's JSON form (audited once per session)."""
+    if not _CRAFTED:
+        _CRAFTED.append(crafted_audit().to_dict())
+    return json.loads(json.dumps(_CRAFTED[0]))
+
+
 # -- the breakdown: histogram and worst records, in constant memory ---------------------------------------
 
 
@@ -157,6 +167,22 @@ def test_hostile_record_ids_and_text_are_escaped() -> None:
     assert [t for t, _ in parser.tags if t in ("script", "img", "b", "i", "iframe", "object")] == []
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "\\ud800" in page
     assert HOSTILE.replace("\ud800", "\\ud800") in "".join(parser.text)  # shown as text, whole
+
+
+@given(st.text(max_size=200), st.dictionaries(st.text(min_size=1, max_size=30), st.integers(0, 10**9), max_size=5))
+def test_any_record_id_and_flag_name_reads_back_as_text_and_every_figure_matches(rid: str, flags: dict[str, int]) -> None:
+    d = crafted_audit_dict()
+    d["flag_counts"] = flags
+    d["worst"][0]["id"] = rid
+    page = render_html(d)
+    parsed = figures_of(page)
+    text = "".join(parsed.text)
+    shown_id = rid.encode("utf-8", "backslashreplace").decode("utf-8")
+    assert (shown_id if len(shown_id) <= 120 else shown_id[:120]) in text
+    assert all(f"{name}" in text for name in flags if len(name.encode("utf-8", "backslashreplace").decode()) == len(name))
+    for path, fmt, value in parsed.figures:
+        assert value == shown(at(d, path), fmt)
+    assert [t for t, _ in parsed.tags if t in ("script", "img", "iframe")] == []
 
 
 def test_page_makes_no_network_request_and_needs_no_script() -> None:

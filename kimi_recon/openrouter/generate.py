@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -25,7 +25,7 @@ from .._io import check_input, refuse_output_is_input
 from ..errors import InvalidInputError
 from ..models import AssistantTurn
 from ..profiles import get_profile
-from ..usage_check import TokenCounts
+from ..usage_check import PROMPT, TokenCounts, check_with_profile
 from ..usage_stats import TokenCountTally
 from .client import DEFAULT_BASE_URL, Fetched, fetch, make_client, retry_after_200
 from .errors import InvalidResponseError, OpenRouterError, redact_text
@@ -33,10 +33,12 @@ from .options import RequestOptions, request_kwargs
 from .output import OutputFile
 from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_response
 from .prompts import BadPrompt, Prompt, read_prompts
-from .rows import CallInfo, Reconstructor, error_row, ok_row
+from .rows import CallInfo, Rebuilt, Reconstructor, error_row, flag, ok_row
 
 if TYPE_CHECKING:
     from openai import OpenAI
+
+    from .rebuild import PromptCounter
 
 
 @dataclass(frozen=True)
@@ -146,12 +148,38 @@ class _Outcome:
     turn: AssistantTurn | None = None
     error: Mapping[str, Any] | None = None
     call: CallInfo = field(default_factory=CallInfo)
+    prompt_len: int | None = None  # for the usage check
+    prompt_len_error: str | None = None
+
+
+def _count_prompt(prompt: Prompt, count: PromptCounter | None, secret: str) -> tuple[int | None, str | None]:
+    """The prompt's length in ids for the usage check, or why it is unknown (never raises)."""
+    if count is None:
+        return None, None
+    try:
+        return count(prompt), None
+    except Exception as err:  # only this figure goes unchecked; the row is still made
+        return None, redact(f"{type(err).__name__}: {err}", secret)
 
 
 def _fetch_one(
-    client: OpenAI, prompt: Prompt, options: RequestOptions, config: GenerateConfig, secret: str
+    client: OpenAI,
+    prompt: Prompt,
+    options: RequestOptions,
+    config: GenerateConfig,
+    secret: str,
+    count_prompt: PromptCounter | None = None,
 ) -> _Outcome:
-    """One prompt's HTTP exchange and parse. Never raises: every failure becomes an error outcome."""
+    """One prompt's HTTP exchange and parse. Never raises: every failure becomes an error outcome.
+
+    The prompt is counted for the usage check first: in a real run that work overlaps the requests
+    other workers have in flight, instead of adding to the single writer's."""
+    prompt_len, prompt_len_error = _count_prompt(prompt, count_prompt, secret)
+    outcome = _exchange(client, prompt, options, config, secret)
+    return replace(outcome, prompt_len=prompt_len, prompt_len_error=prompt_len_error)
+
+
+def _exchange(client: OpenAI, prompt: Prompt, options: RequestOptions, config: GenerateConfig, secret: str) -> _Outcome:
     kwargs = request_kwargs(prompt, options)
     offset = count_tool_calls(prompt.messages)
     last: list[Fetched] = []  # the latest response received, kept for the error row
@@ -207,7 +235,23 @@ def _row_for(
         message = redact_text(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
         error = {"type": "reconstruction", "code": None, "message": message, "field": field_name}
         return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
+    if rebuilt is not None and config.check_usage:
+        rebuilt = _with_usage_check(rebuilt, outcome, turn, config.profile)
     return ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
+
+
+def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, profile: str) -> Rebuilt:
+    """``rebuilt`` with the usage check of its lengths (see :mod:`kimi_recon.usage_check`)."""
+    usage = turn.metadata.get("usage")
+    if usage is None:
+        return rebuilt
+    prompt_len = rebuilt.prompt_len if rebuilt.prompt_len is not None else outcome.prompt_len
+    flags = rebuilt.flags
+    if prompt_len is None and outcome.prompt_len_error is not None:
+        message = f"the prompt could not be rendered to check usage.{PROMPT}: {outcome.prompt_len_error}"
+        flags += (flag(f"{PROMPT}_unchecked", message, f"usage.{PROMPT}"),)
+    counts = check_with_profile(usage, rebuilt.output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
+    return replace(rebuilt, flags=flags, token_counts=counts)
 
 
 def _bad_prompt_row(bad: BadPrompt, model: str) -> dict[str, Any]:
@@ -252,8 +296,13 @@ def run_generate(
                 tokenizer=config.tokenizer,
                 prompt_ids=config.prompt_ids,
                 training_sample=config.training_sample,
-                check_usage=config.check_usage,
             )
+        count_prompt: PromptCounter | None = None
+        if rebuild is not None and config.check_usage and not (config.prompt_ids or config.training_sample):
+            # (with prompt ids or samples, the reconstruction encodes the prompt anyway)
+            from .rebuild import make_prompt_counter
+
+            count_prompt = make_prompt_counter(profile=config.profile, thinking=options.thinking, tokenizer=config.tokenizer)
         if client is None:
             client = make_client(
                 api_key,
@@ -295,7 +344,7 @@ def run_generate(
                     write(_bad_prompt_row(item, options.model))
                 else:
                     pending.append(item)
-            stopped = _dispatch(pending, config, client, options, api_key, rebuild, write, lambda: spent)
+            stopped = _dispatch(pending, config, client, options, api_key, rebuild, write, lambda: spent, count_prompt)
         except KeyboardInterrupt:
             stopped = "interrupted"
         finally:
@@ -324,6 +373,7 @@ def _dispatch(
     rebuild: Reconstructor | None,
     write: Callable[[dict[str, Any]], None],
     spent: Callable[[], float],
+    count_prompt: PromptCounter | None = None,
 ) -> str | None:
     """Feed ``prompts`` to worker threads, ``concurrency`` at a time, writing each row as it completes.
 
@@ -338,7 +388,7 @@ def _dispatch(
             prompt = work.get()
             if prompt is None:
                 return
-            results.put(_fetch_one(client, prompt, options, config, secret))
+            results.put(_fetch_one(client, prompt, options, config, secret, count_prompt))
 
     n_workers = min(config.concurrency, len(prompts))
     for _ in range(n_workers):

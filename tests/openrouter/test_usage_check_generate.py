@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_openrouter import Act, FakeOpenRouter
-from openrouter_wire import completion, read_rows, write_prompts
 from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
+from openrouter_wire import completion, read_rows, write_prompts
 
 from kimi_recon.openrouter.generate import GenerateConfig, run_generate
 from kimi_recon.openrouter.options import RequestOptions
@@ -65,7 +66,10 @@ def response_for(golden: dict[str, Any], provider: str, shifts: tuple[int, int, 
     return resp
 
 
-def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences(fake: FakeOpenRouter, tmp_path: Path, api_key: str) -> None:
+@pytest.mark.parametrize("prompt_from", ["counter", "training_sample"])
+def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences(
+    fake: FakeOpenRouter, tmp_path: Path, api_key: str, prompt_from: str
+) -> None:
     goldens = golden_turns(2 * len(VARIANTS))
     prompts, expected = [], {}
     for i, golden in enumerate(goldens):
@@ -84,6 +88,7 @@ def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences
         progress=False,
         max_retries=0,
         fsync=False,
+        training_sample=prompt_from == "training_sample",  # the prompt is then encoded by the rebuild itself
     )
     summary = run_generate(config, api_key)
     rows = {r["id"]: r for r in read_rows(tmp_path / "out.jsonl")}
@@ -92,6 +97,8 @@ def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences
     for pid, (golden, provider, (c_shift, r_shift, p_shift), flags) in expected.items():
         row = rows[pid]
         assert row["output_ids"] == golden["output_ids"], pid  # the rebuild itself is exact
+        if prompt_from == "training_sample":
+            assert row["sample"]["input_ids"] == golden["prompt_ids"] + golden["output_ids"]
         n_out, n_prompt = len(golden["output_ids"]), len(golden["prompt_ids"])
         n_reasoning = golden["output_ids"].index(THINK_END) + 1
         counts = row["token_counts"]
