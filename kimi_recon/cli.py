@@ -103,6 +103,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_tokenizer(args: argparse.Namespace) -> int:
+    from .fast_tokenizer import export_tokenizer
+
+    result = export_tokenizer(args.directory, args.profile, _tokenizer(args), overwrite=args.overwrite)
+    print(f"wrote {', '.join(p.name for p in result.files)} ({result.profile}) to {result.directory}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kimi-recon", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -137,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input")
     p.add_argument("-o", "--output", default="-")
     p.set_defaults(func=cmd_build_samples)
+
+    p = with_tokenizer(sub.add_parser("export-tokenizer", help="write a Hugging Face fast tokenizer (tokenizer.json) to DIR"))
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--profile", default="kimi-k2.5", help="whose special-token names to use: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, ...")
+    p.add_argument("--overwrite", action="store_true", help="replace tokenizer files already in DIR")
+    p.set_defaults(func=cmd_export_tokenizer)
 
     try:
         from .openrouter.cli import register
