@@ -6,7 +6,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry
+from .profiles import ChatProfile
+from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry, registry_matching
 from .tokenizer import KimiTokenizer, load_tokenizer
 
 
@@ -29,11 +30,31 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def audit_special_tokens(tokenizer: KimiTokenizer | None = None, registry: SpecialTokenRegistry | None = None) -> AuditReport:
+def _tokenizer_and_registry(
+    tokenizer: KimiTokenizer | None, registry: SpecialTokenRegistry | None, profile: str | ChatProfile | None
+) -> tuple[KimiTokenizer, SpecialTokenRegistry]:
+    """The tokenizer (default: the bundled one of ``profile``) and the table to check against: ``registry``,
+    else the profile's, else the one the tokenizer's own names agree with."""
+    tok = tokenizer if tokenizer is not None else load_tokenizer(profile=profile)
+    if registry is not None:
+        return tok, registry
+    if profile is not None:
+        return tok, SpecialTokenRegistry.for_profile(profile)
+    return tok, registry_matching({tid: text for text, tid in tok.special_tokens.items()})
+
+
+def audit_special_tokens(
+    tokenizer: KimiTokenizer | None = None,
+    registry: SpecialTokenRegistry | None = None,
+    *,
+    profile: str | ChatProfile | None = None,
+) -> AuditReport:
     """Check every registry entry against ``tokenizer``: its table agrees, ``encode(text) == [id]``,
-    ``decode([id]) == text``, and no two registry entries share a text or an id."""
-    tok = tokenizer if tokenizer is not None else load_tokenizer()
-    reg = registry if registry is not None else SPECIAL_TOKENS
+    ``decode([id]) == text``, and no two registry entries share a text or an id.
+
+    The table is ``registry``, else ``profile``'s (``"kimi-k3"``: K3's names), else the one the
+    tokenizer's names agree with."""
+    tok, reg = _tokenizer_and_registry(tokenizer, registry, profile)
     problems: list[str] = []
     seen_text: dict[str, SpecialToken] = {}
     seen_id: dict[int, SpecialToken] = {}
@@ -61,7 +82,7 @@ def audit_special_tokens(tokenizer: KimiTokenizer | None = None, registry: Speci
         added = tok.added_tokens.get(entry.id)
         if added is not None and added.special != entry.special:
             problems.append(f"{label}: tokenizer_config marks it special={added.special}, the registry special={entry.special}")
-    return AuditReport(f"special tokens of {tok.source or 'tokenizer'}", len(reg), tuple(problems))
+    return AuditReport(f"special tokens of {tok.source or 'tokenizer'} against the {reg.name} table", len(reg), tuple(problems))
 
 
 # Readable aliases users give their constants, beyond the registry's own names.
@@ -86,34 +107,87 @@ _ALIASES: Mapping[str, tuple[str, ...]] = {
     "IMAGE_PAD": ("<|media_pad|>",),
     "MEDIA_PLACEHOLDER": ("<|media_pad|>",),
 }
+# The same for Kimi-K3's table (163586 ``<|end_of_msg|>`` ends every message).
+_K3_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "EOS": ("[EOS]", "<|end_of_msg|>"),
+    "STOP": ("<|end_of_msg|>",),
+    "END_OF_TURN": ("<|end_of_msg|>",),
+    "EOM": ("<|end_of_msg|>",),
+    "END_OF_MESSAGE": ("<|end_of_msg|>",),
+    "MSG_END": ("<|end_of_msg|>",),
+    "TAG_OPEN": ("<|open|>",),
+    "TAG_CLOSE": ("<|close|>",),
+    "TAG_SEP": ("<|sep|>",),
+    "IMAGE_PAD": ("<|media_pad|>",),
+    "MEDIA_PLACEHOLDER": ("<|media_pad|>",),
+}
+# K2.5 tokens a K3 pipeline may still name, and what K3 has instead: the same id under another name, or
+# XTML text (tags are ordinary text between <|open|>/<|close|> and <|sep|>).
+_K25_IN_K3: Mapping[str, str] = {
+    "<|im_end|>": "<|end_of_msg|>",
+    "<think>": "<|open|>think<|sep|>",
+    "</think>": "<|close|>think<|sep|>",
+    "<|im_user|>": '<|open|>message role="user"<|sep|>',
+    "<|im_assistant|>": '<|open|>message role="assistant"<|sep|>',
+    "<|im_system|>": '<|open|>message role="system"<|sep|>',
+    "<|im_middle|>": "<|sep|>",
+    "<|tool_calls_section_begin|>": "<|open|>tools<|sep|>",
+    "<|tool_calls_section_end|>": "<|close|>tools<|sep|>",
+    "<|tool_call_begin|>": '<|open|>call tool="…" index="…"<|sep|>',
+    "<|tool_call_argument_begin|>": '<|open|>argument key="…" type="…"<|sep|>',
+    "<|tool_call_end|>": "<|close|>call<|sep|>",
+}
+_ALIASES_OF: Mapping[str, Mapping[str, tuple[str, ...]]] = {"kimi-k2.5": _ALIASES, "kimi-k3": _K3_ALIASES}
 _SUFFIXES = re.compile(r"(_TOKEN_IDS?|_TOKEN|_IDS?)$")
 
 
 def _meant_tokens(name: str, registry: SpecialTokenRegistry) -> tuple[str, ...]:
     """The token text(s) a constant's name means, or () when the name says nothing we know."""
     key = _SUFFIXES.sub("", re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_"))
-    for prefix in ("", "KIMI_", "K2_", "K25_"):
+    aliases = _ALIASES_OF.get(registry.name, _ALIASES)
+    for prefix in ("", "KIMI_", "K2_", "K25_", "K3_"):
         if key.startswith(prefix):
             short = key[len(prefix) :]
             entry = registry.get(short) if short else None
             if entry is not None and entry.name == short:
-                return (entry.text,) + tuple(t for t in _ALIASES.get(short, ()) if t != entry.text)
-            if short in _ALIASES:
-                return _ALIASES[short]
+                return (entry.text,) + tuple(t for t in aliases.get(short, ()) if t != entry.text)
+            if short in aliases:
+                return aliases[short]
     return ()
 
 
+def _k25_constant_in_k3(name: str, value: int, decoded: str, reg: SpecialTokenRegistry) -> tuple[str | None, str | None]:
+    """(problem, note) for a constant named after a K2.5 token, checked against the K3 table."""
+    meant = _meant_tokens(name, SPECIAL_TOKENS)
+    if not meant or reg.name != "kimi-k3":
+        return None, None
+    k25 = meant[0]
+    k25_id = SPECIAL_TOKENS.id(k25)
+    k3_text = reg.text(k25_id)
+    instead = _K25_IN_K3.get(k25)
+    if instead is not None and instead in reg:  # the same id under a K3 name
+        if value == k25_id:
+            return None, f"{name} = {value} is {k3_text} in kimi-k3 (K2.5's {k25}); the id is right, the name is K2.5's"
+        return f"{name} = {value} decodes to {decoded!r}; in kimi-k3, K2.5's {k25} is {instead} ({reg.id(instead)})", None
+    what = f"; K3 writes {instead} instead" if instead else ""
+    return f"{name} = {value} means K2.5's {k25}, which kimi-k3 does not have: id {k25_id} is {k3_text} there{what}", None
+
+
 def audit_ids(
-    constants: Mapping[str, int], tokenizer: KimiTokenizer | None = None, registry: SpecialTokenRegistry | None = None
+    constants: Mapping[str, int],
+    tokenizer: KimiTokenizer | None = None,
+    registry: SpecialTokenRegistry | None = None,
+    *,
+    profile: str | ChatProfile | None = None,
 ) -> AuditReport:
     """Check a user's own id constants, e.g. ``{"IM_END_TOKEN_ID": 163533}``.
 
     Each name is read as the token it means (``IM_END_TOKEN_ID`` -> ``<|im_end|>``); a wrong id is
     reported with what it decodes to and the right id. Names that mean no known token are only
-    checked to be valid ids, and listed as notes.
+    checked to be valid ids, and listed as notes. With ``profile="kimi-k3"`` the names are read in K3's
+    table; a K2.5 name says what K3 has instead (``IM_END_TOKEN_ID = 163586`` is ``<|end_of_msg|>`` there).
     """
-    tok = tokenizer if tokenizer is not None else load_tokenizer()
-    reg = registry if registry is not None else SPECIAL_TOKENS
+    tok, reg = _tokenizer_and_registry(tokenizer, registry, profile)
     problems: list[str] = []
     notes: list[str] = []
     for name, value in constants.items():
@@ -126,6 +200,11 @@ def audit_ids(
         decoded = tok.decode([value])
         meant = _meant_tokens(name, reg)
         if not meant:
+            problem, note = _k25_constant_in_k3(name, value, decoded, reg)
+            if problem is not None or note is not None:
+                problems.extend([problem] if problem else [])
+                notes.extend([note] if note else [])
+                continue
             notes.append(f"{name} = {value} decodes to {decoded!r}; the name does not say which token it means")
             continue
         right = [reg.id(text) for text in meant]
@@ -137,11 +216,16 @@ def audit_ids(
     return AuditReport("id constants", len(constants), tuple(problems), tuple(notes))
 
 
-def assert_special_tokens_ok(tokenizer: KimiTokenizer | None = None, constants: Mapping[str, int] | None = None) -> None:
+def assert_special_tokens_ok(
+    tokenizer: KimiTokenizer | None = None,
+    constants: Mapping[str, int] | None = None,
+    *,
+    profile: str | ChatProfile | None = None,
+) -> None:
     """One line for a user's pytest suite: fail with the full report if the tokenizer or the constants are wrong."""
-    reports = [audit_special_tokens(tokenizer)]
+    reports = [audit_special_tokens(tokenizer, profile=profile)]
     if constants is not None:
-        reports.append(audit_ids(constants, tokenizer))
+        reports.append(audit_ids(constants, tokenizer, profile=profile))
     bad = [str(r) for r in reports if not r.ok]
     if bad:
         raise AssertionError("\n".join(bad))

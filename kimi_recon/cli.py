@@ -3,52 +3,62 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any
 
-from .errors import InvalidInputError, KimiReconError
+from ._io import atomic_output, check_input, is_stdio, open_input, refuse_output_is_input
+from .errors import InputFileError, InvalidInputError, KimiReconError
 
 
 def _tokenizer(args: argparse.Namespace) -> Any:
     from .tokenizer import load_tokenizer
 
-    return load_tokenizer(args.tokenizer)
+    return load_tokenizer(args.tokenizer, profile=getattr(args, "profile", None))
 
 
 def cmd_audit_tokens(args: argparse.Namespace) -> int:
     from .audit import audit_ids, audit_special_tokens
 
-    tok = _tokenizer(args)
-    reports = [audit_special_tokens(tok)]
     if args.constants:
-        with open(args.constants, encoding="utf-8") as f:
-            constants = json.load(f)
+        check_input(args.constants, "--constants")
+    tok = _tokenizer(args)
+    reports = [audit_special_tokens(tok, profile=args.profile)]
+    if args.constants:
+        with open_input(args.constants) as f:
+            try:
+                constants = json.load(f)
+            except (ValueError, RecursionError) as err:
+                raise InputFileError(f"{args.constants} is not JSON: {err}", field="--constants") from None
         if not isinstance(constants, dict):
             raise KimiReconError(f"{args.constants} must hold a JSON object of NAME: id")
-        reports.append(audit_ids(constants, tok))
+        reports.append(audit_ids(constants, tok, profile=args.profile))
     for report in reports:
         print(report)
     return 0 if all(r.ok for r in reports) else 1
 
 
-def _open_out(path: str) -> TextIO:
-    return open(path, "w", encoding="utf-8") if path != "-" else sys.stdout
+def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | None]]) -> None:
+    """Inputs exist and are readable, and no output is the input: checked before any output is opened."""
+    check_input(args.input)
+    for option, path in outputs:
+        if path is not None:
+            refuse_output_is_input(path, [args.input], field=option)
 
 
 def _write_rows(path: str, rows: Iterator[dict[str, Any]], what: str) -> int:
-    """Write one JSON row per input record (errors included, as rows with an ``error``); exit 1 if any failed."""
+    """Write one JSON row per input record (errors included, as rows with an ``error``); exit 1 if any failed.
+
+    The rows go to a temporary file renamed over ``path`` only once every record is written.
+    """
     done = failed = 0
-    out = _open_out(path)
-    try:
+    with atomic_output(path) as out:
         for row in rows:
             failed += row.get("error") is not None
             done += 1
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
     print(f"{what} {done - failed} of {done} records; {failed} recorded as errors", file=sys.stderr)
     return 1 if failed else 0
 
@@ -56,6 +66,7 @@ def _write_rows(path: str, rows: Iterator[dict[str, Any]], what: str) -> int:
 def cmd_reconstruct(args: argparse.Namespace) -> int:
     from .dataset import reconstruct_records
 
+    _check_files(args, [("--output", args.output)])
     results = reconstruct_records(
         args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=None
     )
@@ -66,7 +77,12 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
     from .dataset import iter_jsonl, record_id
     from .training import sample_from_record
 
+    _check_files(args, [("--output", args.output)])
     tok = _tokenizer(args)
+    template = None
+    if args.chat_template is not None:
+        with open(args.chat_template, encoding="utf-8") as f:  # read before the output is touched
+            template = f.read()
 
     def rows() -> Iterator[dict[str, Any]]:
         for line, record in iter_jsonl(args.input):
@@ -74,9 +90,11 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
                 yield {"line": line, "id": None, "error": str(record)}
                 continue
             try:
-                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking)
+                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking, template=template)
             except KimiReconError as err:  # a record's failure is a row, never a stopped run
                 yield {"line": line, "id": record_id(record), "error": str(err)}
+            except Exception as err:  # noqa: BLE001 - e.g. RecursionError on ~900-deep tools: still a row
+                yield {"line": line, "id": record_id(record), "error": f"{type(err).__name__}: {err}"}
             else:
                 yield {"line": line, "id": record_id(record), **sample.to_dict(), "error": None}
 
@@ -84,19 +102,27 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from ._report_io import check_distinct_outputs, write_reports
     from .dataset import audit_dataset
 
+    args.input = _audit_input(args)
+    _check_files(args, [("--json", args.json), ("--html", args.html)])
+    check_distinct_outputs([("--json", args.json), ("--html", args.html)])
     report = audit_dataset(
         args.input,
         _tokenizer(args),
         profile=args.profile,
         thinking=not args.no_thinking,
         workers=args.workers,
+        worst=args.html_examples,
     )
-    print(report.summary())
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(report.to_dict(), f, ensure_ascii=False, indent=2)
+    # With --json - (or --html -), stdout carries that report alone and the readable summary goes to stderr.
+    to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
+    print(report.summary(), file=sys.stderr if to_stdout else sys.stdout)
+    write_reports(report, json_path=args.json, html_path=args.html)
+    for path in (args.json, args.html):
+        if path is not None and not is_stdio(path):
+            print(f"wrote {path}", file=sys.stderr)
     if args.min_exact is not None and report.exact_rate < args.min_exact:
         print(f"FAIL: exact rate {report.exact_rate:.4f} is below --min-exact {args.min_exact}", file=sys.stderr)
         return 1
@@ -111,8 +137,41 @@ def cmd_export_tokenizer(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_input(args: argparse.Namespace) -> str:
+    if args.sample:
+        if args.input is not None:
+            raise InvalidInputError("give an input file or --sample, not both", field="input")
+        from ._sample import sample_path
+
+        return str(sample_path())
+    if args.input is None:
+        raise InvalidInputError("is missing: give a JSONL file of records (- for stdin), or --sample for the bundled one", field="input")
+    return str(args.input)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kimi-recon")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked (package metadata is slow to read)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        print(f"kimi-recon {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kimi-recon", description=__doc__)
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_tokenizer(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -120,30 +179,40 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def with_format(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct")
+        p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct, kimi-k3")
         p.add_argument("--no-thinking", action="store_true", help="the turns were generated with thinking off")
         return p
 
     p = with_tokenizer(sub.add_parser("audit-tokens", help="check the tokenizer's special tokens (and your constants) against the Kimi registry"))
-    p.add_argument("--constants", help="a JSON file of your own id constants, e.g. {\"IM_END_TOKEN_ID\": 163586}")
+    p.add_argument("--constants", help="a JSON file (or - for stdin) of your own id constants, e.g. {\"IM_END_TOKEN_ID\": 163586}")
+    p.add_argument("--profile", default=None, help="check against this profile's table (kimi-k3: K3's names; default: the tokenizer's own)")
     p.set_defaults(func=cmd_audit_tokens)
 
     p = with_format(with_tokenizer(sub.add_parser("reconstruct", help="responses JSONL -> output ids JSONL")))
-    p.add_argument("input")
-    p.add_argument("-o", "--output", default="-")
+    p.add_argument("input", help="JSONL file, or - for stdin")
+    p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.set_defaults(func=cmd_reconstruct)
 
     p = with_format(with_tokenizer(sub.add_parser("audit", help="round-trip audit of responses against reference ids")))
-    p.add_argument("input")
+    p.add_argument("input", nargs="?", help="JSONL file of records (response + reference ids), or - for stdin")
+    p.add_argument("--sample", action="store_true", help="audit the bundled sample of official K2.5 dev conversations")
     p.add_argument("--min-exact", type=float, default=None, help="exit 1 when the exact-match rate is below this (0..1)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
-    p.add_argument("--json", help="also write the full report as JSON to this file")
+    p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
+    p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")
+    p.add_argument("--html-examples", type=int, default=20, metavar="N", help="worst records shown token by token (default 20)")
     p.set_defaults(func=cmd_audit)
 
     p = with_format(with_tokenizer(sub.add_parser("build-samples", help="conversations + responses -> EAGLE-3 training rows")))
-    p.add_argument("input")
-    p.add_argument("-o", "--output", default="-")
+    p.add_argument("input", help="JSONL file, or - for stdin")
+    p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
+    p.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="render prompts with this Jinja chat template instead of the profile's; a record's template_kwargs "
+        "(e.g. {\"preserve_thinking\": true}) reach it as variables",
+    )
     p.set_defaults(func=cmd_build_samples)
 
     p = with_tokenizer(sub.add_parser("export-tokenizer", help="write a Hugging Face fast tokenizer (tokenizer.json) to DIR"))
@@ -161,16 +230,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C while a command runs, so temporary outputs are removed and old ones stay."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code: int = args.func(args)
-    except KimiReconError as err:
+        with _sigterm_as_interrupt():
+            code: int = args.func(args)
+    except (KimiReconError, OSError) as err:
         print(f"kimi-recon: error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:
-        print(f"kimi-recon: error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("kimi-recon: interrupted; outputs were left as they were", file=sys.stderr)
+        return 130
     return code
 
 

@@ -28,7 +28,6 @@ import dataclasses
 import functools
 import heapq
 import json
-import numbers
 import os
 import sys
 import time
@@ -40,12 +39,17 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from . import responses
+from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally
+from ._io import open_input
 from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
+from .record_options import OPTION_KEYS, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
+from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
+from .usage_stats import TokenCountTally, report_lines
 
 __all__ = [
     "ERROR",
@@ -65,6 +69,7 @@ __all__ = [
     "reconstruct_record",
     "reconstruct_records",
     "record_id",
+    "record_token_counts",
     "response_of",
     "turn_of_record",
 ]
@@ -117,7 +122,9 @@ class RecordResult:
     """The audit of one record: its comparison, or the error that prevented one.
 
     ``index`` is the record's 0-based position in the input, ``line`` its 1-based line in a JSONL file.
-    ``source`` and ``flags`` come from the reconstruction (see :class:`~kimi_recon.reconstruct.Reconstruction`).
+    ``source`` and ``flags`` come from the reconstruction (see :class:`~kimi_recon.reconstruct.Reconstruction`),
+    plus the usage check's mismatch flags; ``token_counts`` is the usage check (None when the record has
+    no ``usage``), ``provider`` who served the response (when the record says).
     """
 
     index: int
@@ -127,6 +134,8 @@ class RecordResult:
     source: str | None = None
     flags: tuple[str, ...] = ()
     error: RecordError | None = None
+    token_counts: TokenCounts | None = None
+    provider: str | None = None
 
     @property
     def kind(self) -> str:
@@ -159,6 +168,8 @@ class RecordResult:
             "flags": list(self.flags),
             "comparison": self.comparison.to_dict() if self.comparison is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
+            "provider": self.provider,
+            "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
         }
 
     def to_row(self, prefix: str = "audit_") -> dict[str, Any]:
@@ -190,6 +201,8 @@ class DatasetAudit:
     Rates are over ``compared`` (records that were compared, errors excluded); ``error_rate`` is over
     ``total``. ``errors`` lists the first ``max_errors`` malformed records; ``error_count`` counts all.
     ``examples`` maps each non-exact kind found to its worst records (largest ``diff_size`` first).
+    ``breakdown`` (from :func:`audit_dataset`) holds where first differences fall and the worst records overall,
+    for :meth:`to_html`; :meth:`to_dict` includes it.
     """
 
     total: int
@@ -202,6 +215,9 @@ class DatasetAudit:
     profile: str
     thinking: bool
     elapsed: float = field(default=0.0, compare=False)
+    #: The usage check per provider (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
+    token_counts: Mapping[str, Any] = field(default_factory=dict)
+    breakdown: AuditBreakdown | None = None  # first-difference histogram and worst records, for reports
 
     @property
     def compared(self) -> int:
@@ -227,6 +243,11 @@ class DatasetAudit:
     @property
     def benign_rate(self) -> float:
         return self.benign_count / self.compared if self.compared else 0.0
+
+    @property
+    def exact_rate_of_all(self) -> float:
+        """Exact records out of all records, unreadable ones included (0.0 when there are none)."""
+        return self.exact_count / self.total if self.total else 0.0
 
     @property
     def error_rate(self) -> float:
@@ -264,12 +285,19 @@ class DatasetAudit:
                 lines.append(f"  worst {kind} examples:")
                 for ex in shown:
                     lines.append("    " + str(ex).replace("\n", "\n    "))
+        lines += ["  " + line for line in report_lines(self.token_counts)]
         if self.elapsed > 0:
             lines.append(f"  {self.elapsed:.2f} s, {self.records_per_second:.1f} records/s")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.summary()
+
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page, rendered from :meth:`to_dict` (no network, no script)."""
+        from ._report_io import report_html
+
+        return report_html(self)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form."""
@@ -290,6 +318,9 @@ class DatasetAudit:
             "profile": self.profile,
             "thinking": self.thinking,
             "elapsed_seconds": self.elapsed,
+            "token_counts": dict(self.token_counts),
+            "exact_rate_of_all": self.exact_rate_of_all,
+            **(self.breakdown.to_dict() if self.breakdown is not None else {}),
         }
 
 
@@ -311,7 +342,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
 
 
 def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    with open(path, "rb") as f:
+    with open_input(path) as f:  # "-" is stdin
         for line_no, raw in enumerate(f, 1):
             if raw.strip():
                 yield line_no, raw
@@ -325,6 +356,8 @@ def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidR
         return InvalidRecordError(f"is not UTF-8 ({err.reason} at byte {err.start})", field="line", line=line)
     except ValueError as err:
         return InvalidRecordError(f"is not JSON: {err}", field="line", line=line)
+    except RecursionError:
+        return InvalidRecordError("is nested too deeply to read", field="line", line=line)
     if not isinstance(value, dict):
         return InvalidRecordError(f"must be a JSON object, got {type(value).__name__}", field="line", line=line)
     return value
@@ -353,11 +386,10 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
     """
     field, response = response_of(rec)
-    offset = rec.get("call_index_offset")  # checked by _options; here it only feeds the turn's metadata
-    offset = int(offset) if isinstance(offset, numbers.Integral) and not isinstance(offset, bool) else 0
+    offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
     return responses.turn_from_response(
         response,
-        call_index_offset=max(offset, 0),
+        call_index_offset=offset,
         field=field,
         finish_reason=rec.get("finish_reason", "stop"),
         logprobs=rec.get("logprobs"),
@@ -377,23 +409,14 @@ def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
     return _tokenizer_from_source(None if tokenizer is None else os.fspath(tokenizer))
 
 
+#: The options a record may set for reconstruction (it has no prompt: tools and template options are not read).
+_RECONSTRUCT_OPTIONS = ("profile", "thinking", "call_index_offset")
+
+
 def _options(record: Mapping[str, Any], profile: str, thinking: bool) -> tuple[str, bool, int]:
-    """The record's profile, thinking and call_index_offset (numpy scalars from Arrow/Ray batches accepted)."""
-    rec_profile = record.get("profile")
-    rec_profile = profile if rec_profile is None else rec_profile
-    get_profile(rec_profile)  # raises naming the field
-    rec_thinking = record.get("thinking")
-    if rec_thinking is None:
-        rec_thinking = thinking
-    elif not isinstance(rec_thinking, bool):
-        if getattr(getattr(rec_thinking, "dtype", None), "kind", None) != "b":  # numpy booleans are fine
-            raise InvalidInputError(f"must be true or false, got {rec_thinking!r:.40}", field="thinking")
-        rec_thinking = bool(rec_thinking)
-    offset = record.get("call_index_offset")
-    offset = 0 if offset is None else offset
-    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral) or offset < 0:
-        raise InvalidInputError(f"must be a non-negative integer, got {offset!r:.40}", field="call_index_offset")
-    return str(rec_profile), rec_thinking, int(offset)
+    """The record's profile, thinking and call_index_offset, read by :func:`kimi_recon.record_options.parse_options`."""
+    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS)
+    return options.profile.name, options.thinking, options.call_index_offset or 0
 
 
 def _as_record(record: object, line: int | None) -> Mapping[str, Any]:
@@ -442,9 +465,64 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
 
 
 def _reconstruct(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool) -> Reconstruction:
+    return _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)[0]
+
+
+def _reconstruct_checked(
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+) -> tuple[Reconstruction, TokenCounts | None, tuple[str, ...], str | None]:
+    """The reconstruction, the usage check, every flag code (the check's included) and the provider."""
     turn = turn_of_record(rec)
     prof, think, offset = _options(rec, profile, thinking)
-    return reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
+    recon = reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
+    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, prof, think)
+    flags = recon.flag_codes + unchecked + (tuple(f.code for f in counts.flags()) if counts is not None else ())
+    provider = rec.get("provider", turn.metadata.get("provider"))
+    return recon, counts, flags, provider if isinstance(provider, str) else None
+
+
+def record_token_counts(
+    rec: Mapping[str, Any],
+    turn: AssistantTurn,
+    output_ids: Sequence[int],
+    tokenizer: KimiTokenizer,
+    profile: str,
+    thinking: bool,
+    prompt_len: int | None = None,
+) -> tuple[TokenCounts | None, tuple[str, ...]]:
+    """The usage check of one record (None when it carries no ``usage``) and the codes of figures that
+    could not be checked.
+
+    ``usage`` is the record's own or its response's. The prompt length is ``prompt_len`` when given,
+    else the record's ``messages`` (and ``tools``) rendered and encoded, else its ``prompt_ids``' length.
+    A prompt that cannot be rendered leaves ``prompt_tokens`` unchecked (code ``prompt_tokens_unchecked``)
+    rather than failing the record.
+    """
+    usage = rec.get("usage")
+    if not isinstance(usage, Mapping):
+        usage = turn.metadata.get("usage")
+    if not isinstance(usage, Mapping):
+        return None, ()
+    unchecked: tuple[str, ...] = ()
+    if prompt_len is None and reported_counts(usage)[0] is not None:
+        messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
+        if isinstance(messages, list):
+            from .training import encode_prompt
+
+            try:
+                opts = parse_options(rec, profile=profile, thinking=thinking)
+                prompt_len = len(
+                    encode_prompt(
+                        messages, opts.tools, opts.profile, opts.thinking, tokenizer, template_kwargs=opts.template_kwargs,
+                        thinking_effort=opts.thinking_effort, tool_choice=opts.tool_choice,
+                    )
+                )
+            except (InvalidInputError, TypeError, ValueError):
+                unchecked = (f"{PROMPT}_unchecked",)
+        elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
+            prompt_len = len(prompt_ids)
+    counts = check_with_profile(usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
+    return counts, unchecked
 
 
 def audit_record(
@@ -474,7 +552,7 @@ def audit_record(
         if ref_found is None:
             raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
         reference = check_ids(ref_found[1], tok, ref_found[0])
-        recon = _reconstruct(rec, tok, profile, thinking, use_logprobs)
+        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
         comparison = compare_checked_ids(reference, recon.ids, tok)  # reconstructed ids come from the tokenizer
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         if isinstance(err, InvalidRecordError) and err.line is not None:
@@ -482,7 +560,7 @@ def audit_record(
         fld = err.field if isinstance(err, InvalidInputError) else None
         message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
         return RecordResult(index, line, rid, error=RecordError(index, line, rid, fld, message, type(err).__name__))
-    return RecordResult(index, line, rid, comparison, recon.source, recon.flag_codes)
+    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider)
 
 
 def audit_row(
@@ -556,6 +634,7 @@ class RecordReconstruction:
     source: str | None = None
     flags: tuple[str, ...] = ()
     error: RecordError | None = None
+    token_counts: TokenCounts | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -565,6 +644,7 @@ class RecordReconstruction:
             "output_ids": list(self.ids) if self.ids is not None else None,
             "source": self.source,
             "flags": list(self.flags),
+            "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
         }
 
@@ -577,13 +657,13 @@ def _reconstruct_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer |
         try:
             rec = _as_record(record, line)
             rid = record_id(rec)
-            recon = _reconstruct(rec, tok, job.profile, job.thinking, job.use_logprobs)
+            recon, counts, flags, _ = _reconstruct_checked(rec, tok, job.profile, job.thinking, job.use_logprobs)
         except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
             fld = err.field if isinstance(err, InvalidInputError) else None
             message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
             out.append(RecordReconstruction(index, line, rid, None, error=RecordError(index, line, rid, fld, message, type(err).__name__)))
             continue
-        out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, recon.flag_codes))
+        out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, flags, token_counts=counts))
     return out
 
 
@@ -603,7 +683,8 @@ def _items(records: RecordsArg) -> Iterator[_Item]:
 #: Every key a record is read for; other keys (prompts, messages) are not sent to worker processes.
 _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
-     "choices", "role", "content", "reasoning_content", "reasoning", "tool_calls"}
+     "choices", "role", "content", "reasoning_content", "reasoning", "tool_calls",
+     "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS}  # the usage check's
 )
 
 
@@ -676,7 +757,7 @@ def _progress_bar(records: RecordsArg, progress: bool | None, desc: str) -> Any:
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if progress is None else progress
-    total = len(records) if isinstance(records, Sized) else None
+    total = len(records) if isinstance(records, Sized) and not isinstance(records, (str, bytes)) else None
     return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=not show)
 
 
@@ -708,16 +789,18 @@ def reconstruct_records(
 class _Tally:
     """Counters and bounded examples: memory does not grow with the number of records."""
 
-    def __init__(self, examples: int, max_errors: int) -> None:
+    def __init__(self, examples: int, max_errors: int, worst: int = DEFAULT_WORST) -> None:
         self.total = 0
         self.counts: Counter[str] = Counter({k: 0 for k in KINDS})
         self.error_count = 0
         self.errors: list[RecordError] = []
         self.flags: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()
+        self.token_counts = TokenCountTally()
         self.heaps: dict[str, list[tuple[int, int, RecordResult]]] = {}
         self.examples = examples
         self.max_errors = max_errors
+        self.breakdown = BreakdownTally(worst)
 
     def add(self, result: RecordResult) -> None:
         self.total += 1
@@ -730,6 +813,7 @@ class _Tally:
         assert comparison is not None
         self.counts[comparison.kind] += 1
         self.flags.update(set(result.flags))
+        self.token_counts.add(result.provider, result.token_counts)
         if result.source:
             self.sources[result.source] += 1
         if comparison.kind != EXACT and self.examples > 0:
@@ -739,6 +823,7 @@ class _Tally:
                 heapq.heappush(heap, entry)
             elif entry[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, entry)
+        self.breakdown.add(result)
 
     def freeze(self, profile: str, thinking: bool, elapsed: float) -> DatasetAudit:
         examples: dict[str, tuple[RecordResult, ...]] = {
@@ -757,6 +842,8 @@ class _Tally:
             profile=profile,
             thinking=thinking,
             elapsed=elapsed,
+            token_counts=self.token_counts.to_dict(),
+            breakdown=self.breakdown.freeze(),
         )
 
 
@@ -772,11 +859,13 @@ def audit_dataset(
     examples: int = 5,
     max_errors: int = 100,
     chunk_size: int = 64,
+    worst: int = DEFAULT_WORST,
 ) -> DatasetAudit:
     """Audit every record of a JSONL file (a ``str`` or path) or an iterable of records (see the module doc).
 
     Streams in constant memory (only counters, the first ``max_errors`` errors and the ``examples`` worst
-    records of each non-exact kind are kept). ``workers`` > 1 (None or 0: all cores) spreads chunks of
+    records of each non-exact kind are kept, and for reports a fixed-size histogram of where first differences
+    fall and the ``worst`` worst records: see :attr:`DatasetAudit.breakdown`). ``workers`` > 1 (None or 0: all cores) spreads chunks of
     ``chunk_size`` records over a process pool, at most ``4 * workers`` chunks in flight, the tokenizer
     loaded once per worker; the result is the same as with ``workers=1``. ``progress`` None shows a
     tqdm bar when stderr is a terminal. No record is dropped: a malformed one is counted as an error
@@ -790,7 +879,7 @@ def audit_dataset(
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, use_logprobs)
-    tally = _Tally(examples, max_errors)
+    tally = _Tally(examples, max_errors, worst)
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:
         for result in _stream(records, _audit_chunk, job, tok, n, chunk_size):

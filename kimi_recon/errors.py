@@ -18,6 +18,10 @@ class TokenizerLoadError(KimiReconError):
     """A tokenizer directory, file or object could not be loaded, or is not a known Kimi tokenizer."""
 
 
+class BundledDataError(KimiReconError):
+    """A data file shipped in the package is missing or is not the file that was shipped (its sha256 differs)."""
+
+
 class UnknownSpecialTokenError(KimiReconError, KeyError):
     """A special-token text or id is not in the registry."""
 
@@ -47,6 +51,15 @@ class InvalidInputError(KimiReconError, ValueError):
         err = type(self).__new__(type(self))
         InvalidInputError.__init__(err, self.message, field=self.field, sample=sample)
         return err
+
+
+class InputFileError(InvalidInputError):
+    """An input file is missing, unreadable, or not a file. ``field`` names the option."""
+
+
+class OutputFileError(InvalidInputError):
+    """An output cannot be written without destroying data: it is the input (also through a link), a
+    directory, or, for an append-only log, not a regular file. ``field`` names the option."""
 
 
 class InvalidTurnError(InvalidInputError):

@@ -1,4 +1,8 @@
-"""Chat-format profiles: where generation starts for each Kimi model family."""
+"""Chat-format profiles: where generation starts, which special-token names, and how text becomes ids.
+
+Everything that differs between the Kimi chat formats is data here: the K2.x formats (one encode of the
+rendered text is exact) and K3 (XTML tags, encoded segment by segment: one encode is wrong there).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,14 @@ from .errors import InvalidInputError
 #: writes ``<think>`` itself (K2-Thinking), or there is no thinking at all (K2-Instruct).
 ThinkingStyle = Literal["prompt_opens", "model_opens", "none"]
 
+#: How rendered text becomes ids. ``one_encode``: the official tokenizer encodes the rendered text once
+#: with special tokens allowed (K2.x). ``per_segment``: the official tokenizer encodes every rendered
+#: segment on its own, control markers as special ids and every text piece as ordinary text (K3).
+EncodingStyle = Literal["one_encode", "per_segment"]
+
+#: The rendering family: ``k2`` (``<|im_…|>`` headers, ``<think>``, tool-call section markers) or ``k3`` (XTML).
+ChatFormat = Literal["k2", "k3"]
+
 
 @dataclass(frozen=True)
 class ChatProfile:
@@ -21,19 +33,35 @@ class ChatProfile:
     ``template`` names the chat template the profile renders prompts with: ``None`` means the
     tokenizer directory's own template (the bundled K2.5 one by default), anything else a template
     bundled under ``kimi_recon/data/templates``.
+
+    ``stop_token_id`` ends a finished turn (``<|im_end|>`` in K2.x); ``eos_token_id`` is the ``[EOS]``
+    some servers count after it; ``think_end_token_id`` closes the reasoning (``</think>``), None when
+    the format has no such token. The usage check (:mod:`kimi_recon.usage_check`) reads them.
     """
 
     name: str
     thinking_style: ThinkingStyle
     template: str | None
     description: str
+    stop_token_id: int = 163586  # <|im_end|>
+    eos_token_id: int | None = 163585  # [EOS]
+    think_end_token_id: int | None = 163607  # </think>
+    #: the rendering family and how its rendered segments become ids
+    format: ChatFormat = "k2"
+    encoding: EncodingStyle = "one_encode"
+    #: the special-token table's name (see ``SpecialTokenRegistry.for_profile``)
+    special_tokens: str = "kimi-k2.5"
+    #: the token a finished turn ends with, and what some deployments are reported to end with instead
+    stop_token: str = "<|im_end|>"
+    stop_alternatives: tuple[str, ...] = ("[EOS]",)
+    #: the generation prompt: ``prompt_head`` then ``thinking_on`` / ``thinking_off``
+    prompt_head: str = "<|im_assistant|>assistant<|im_middle|>"
+    thinking_on: str = ""
+    thinking_off: str = ""
 
     def generation_prompt(self, thinking: bool = True) -> str:
         """The text the chat template appends with ``add_generation_prompt=True``."""
-        head = "<|im_assistant|>assistant<|im_middle|>"
-        if self.thinking_style == "prompt_opens":
-            return head + ("<think>" if thinking else "<think></think>")
-        return head
+        return self.prompt_head + (self.thinking_on if thinking else self.thinking_off)
 
     def template_source(self) -> str | None:
         """The bundled template text, or None when the tokenizer's own template is meant."""
@@ -48,16 +76,50 @@ def _bundled_template(name: str) -> str:
 PROFILES: dict[str, ChatProfile] = {
     p.name: p
     for p in (
-        ChatProfile("kimi-k2.5", "prompt_opens", None, "Kimi-K2.5 and K2.6: the prompt ends with <think> (or <think></think>)"),
+        ChatProfile(
+            "kimi-k2.5",
+            "prompt_opens",
+            None,
+            "Kimi-K2.5 and K2.6: the prompt ends with <think> (or <think></think>)",
+            thinking_on="<think>",
+            thinking_off="<think></think>",
+        ),
         ChatProfile("kimi-k2-thinking", "model_opens", "kimi-k2-thinking.jinja", "Kimi-K2-Thinking: the model writes <think>"),
         ChatProfile("kimi-k2-instruct", "none", "kimi-k2-instruct.jinja", "Kimi-K2-Instruct: no thinking"),
+        ChatProfile(
+            "kimi-k3",
+            "prompt_opens",
+            None,
+            "Kimi-K3: XTML tags on the same vocabulary, each rendered segment encoded on its own",
+            format="k3",
+            encoding="per_segment",
+            special_tokens="kimi-k3",
+            stop_token="<|end_of_msg|>",
+            stop_alternatives=("[EOS]", "<|close|>tools<|sep|>"),
+            think_end_token_id=None,  # K3 closes thinking with <|close|>think<|sep|>, three tokens
+            prompt_head='<|open|>message role="assistant"<|sep|>',
+            thinking_on="<|open|>think<|sep|>",
+            thinking_off="<|open|>response<|sep|>",
+        ),
     )
 }
-_ALIASES = {"kimi-k2.6": "kimi-k2.5", "k2.5": "kimi-k2.5", "k2.6": "kimi-k2.5", "k2-thinking": "kimi-k2-thinking", "k2-instruct": "kimi-k2-instruct"}
+_ALIASES = {
+    "kimi-k2.6": "kimi-k2.5",
+    "k2.5": "kimi-k2.5",
+    "k2.6": "kimi-k2.5",
+    "k2-thinking": "kimi-k2-thinking",
+    "k2-instruct": "kimi-k2-instruct",
+    "k3": "kimi-k3",
+    "moonshotai/kimi-k3": "kimi-k3",
+    "moonshotai/kimi-k2.5": "kimi-k2.5",
+    "moonshotai/kimi-k2.6": "kimi-k2.5",
+    "moonshotai/kimi-k2-thinking": "kimi-k2-thinking",
+}
 
 
 def get_profile(profile: str | ChatProfile) -> ChatProfile:
-    """A profile by name (``kimi-k2.5``, ``kimi-k2.6``, ``kimi-k2-thinking``, ``kimi-k2-instruct``) or itself."""
+    """A profile by name (``kimi-k2.5``, ``kimi-k2.6``, ``kimi-k2-thinking``, ``kimi-k2-instruct``, ``kimi-k3``;
+    an OpenRouter model id such as ``moonshotai/kimi-k3`` works too) or itself."""
     if isinstance(profile, ChatProfile):
         return profile
     if not isinstance(profile, str):
@@ -68,3 +130,14 @@ def get_profile(profile: str | ChatProfile) -> ChatProfile:
     except KeyError:
         known = sorted(PROFILES) + sorted(_ALIASES)
         raise InvalidInputError(f"unknown profile {profile!r}; known: {', '.join(known)}", field="profile") from None
+
+
+def profile_for_model(model: str, default: str = "kimi-k2.5") -> str:
+    """The profile of an OpenRouter-style model id (``moonshotai/kimi-k3``, ``moonshotai/kimi-k2.5:nitro``),
+    or ``default`` when the id names no known profile."""
+    name = model.lower().split(":", 1)[0]
+    for candidate in (name, name.rsplit("/", 1)[-1]):
+        found = _ALIASES.get(candidate, candidate)
+        if found in PROFILES:
+            return found
+    return default

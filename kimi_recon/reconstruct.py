@@ -1,4 +1,8 @@
-"""Rebuild the token ids of an assistant turn: one encode of the whole rendered text."""
+"""Rebuild the token ids of an assistant turn: render it, then encode it as the profile's tokenizer does.
+
+For the K2.x profiles that is one encode of the whole rendered text; for K3 every rendered segment is
+encoded on its own (see :mod:`kimi_recon.segments`).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ from typing import Any, Literal
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
-from .render import IM_END, RenderedTurn, render_turn
-from .tokenizer import KimiTokenizer, load_tokenizer
+from .render import RenderedTurn, render_turn
+from .responses import as_turn
+from .segments import encode_segments, marker_ids
+from .tokenizer import KimiTokenizer, tokenizer_for_profile
 
 SpecialTextMode = Literal["special", "ordinary"]
 
@@ -39,16 +45,23 @@ class Reconstruction:
         return tuple(f.code for f in self.flags)
 
 
-def encode_rendered(rendered: RenderedTurn, tokenizer: KimiTokenizer, special_text: SpecialTextMode = "special") -> list[int]:
-    """Ids of a rendered turn. ``ordinary`` encodes special-token text inside fields as plain text.
+def encode_rendered(
+    rendered: RenderedTurn,
+    tokenizer: KimiTokenizer,
+    special_text: SpecialTextMode = "special",
+    profile: str | ChatProfile = "kimi-k2.5",
+) -> list[int]:
+    """Ids of a rendered turn, encoded as ``profile``'s official tokenizer does.
 
+    ``ordinary`` encodes special-token text inside fields as plain text (in K3 it always is).
     Special tokens are hard BPE boundaries, so encoding the pieces between markers separately and
     joining them gives the same ids as one encode when no field holds special-token text.
     """
-    if special_text == "special":
-        return tokenizer.encode_with_specials(rendered.text, rendered.special_texts)
-    if special_text != "ordinary":
+    prof = get_profile(profile)
+    if special_text not in ("special", "ordinary"):
         raise ValueError(f"special_text must be 'special' or 'ordinary', got {special_text!r}")
+    if special_text == "special" or prof.encoding == "per_segment":
+        return encode_segments(rendered.segments, tokenizer, prof)
     ids: list[int] = []
     pending = ""  # consecutive field text is one BPE span
     for seg in rendered.segments:
@@ -62,7 +75,7 @@ def encode_rendered(rendered: RenderedTurn, tokenizer: KimiTokenizer, special_te
 
 
 def reconstruct_output_ids(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | str | Any,
     tokenizer: KimiTokenizer | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
@@ -70,25 +83,30 @@ def reconstruct_output_ids(
     call_index_offset: int = 0,
     special_text: SpecialTextMode = "special",
     use_logprobs: bool = True,
+    stop: str | None = None,
 ) -> Reconstruction:
     """The token ids the model generated for ``turn``, starting right after the generation prompt.
 
-    One encode of :func:`render_assistant_turn`'s text with ``tokenizer`` (default: the bundled K2.5
-    one), which is what the official tokenizer gives for the same text. When the turn carries logprobs
-    that agree with the rendered text, their ids are used instead (exact even for non-canonical BPE
-    splits); otherwise the reason for falling back is flagged. ``special_text="ordinary"`` encodes
-    special-token text found inside fields as ordinary text.
+    ``turn`` is an :class:`AssistantTurn` or anything :func:`~kimi_recon.responses.turn_from_response`
+    reads (a message, a choice or a chat completion: dict, JSON text or ``openai`` object), read as a
+    stored response (``lenient=True``).
+    :func:`render_assistant_turn`'s segments encoded as the profile's official tokenizer does, with
+    ``tokenizer`` (default: the bundled one of the profile): one encode of the text for the K2.x
+    profiles, segment by segment for ``kimi-k3``. When the turn carries logprobs that agree with the
+    rendered text, their ids are used instead (exact even for non-canonical BPE splits); otherwise the
+    reason for falling back is flagged. ``special_text="ordinary"`` encodes special-token text found
+    inside fields as ordinary text (K3 always does). ``stop`` chooses how a finished turn ends (the
+    profile's ``stop_token`` by default; see ``ChatProfile.stop_alternatives``).
     """
-    tok = tokenizer if tokenizer is not None else load_tokenizer()
-    if not isinstance(turn, AssistantTurn):
-        turn = AssistantTurn.from_message(turn)
     prof = get_profile(profile)
-    rendered = render_turn(turn, prof, thinking, call_index_offset=call_index_offset)
+    tok = tokenizer_for_profile(tokenizer, prof)
+    turn = as_turn(turn)
+    rendered = render_turn(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
     flags = list(rendered.flags)
-    ids = encode_rendered(rendered, tok, special_text)
+    ids = encode_rendered(rendered, tok, special_text, prof)
     source: Literal["rendered", "logprobs"] = "rendered"
     if use_logprobs and turn.logprobs is not None:
-        from_logprobs, why = _ids_via_logprobs(turn, rendered, ids, tok)
+        from_logprobs, why = _ids_via_logprobs(turn, rendered, ids, tok, prof)
         if from_logprobs is not None:
             ids, source = from_logprobs, "logprobs"
         flags.append(Flag("logprobs_used" if from_logprobs is not None else "logprobs_fallback", why, "logprobs"))
@@ -96,7 +114,7 @@ def reconstruct_output_ids(
 
 
 def _ids_via_logprobs(
-    turn: AssistantTurn, rendered: RenderedTurn, rendered_ids: list[int], tok: KimiTokenizer
+    turn: AssistantTurn, rendered: RenderedTurn, rendered_ids: list[int], tok: KimiTokenizer, prof: ChatProfile
 ) -> tuple[list[int] | None, str]:
     """Logprob ids spliced into the rendered ids, or None and the reason to fall back."""
     assert turn.logprobs is not None
@@ -108,19 +126,24 @@ def _ids_via_logprobs(
         return None, f"logprobs partial: {err}"
     lp_bytes = tok.decode_bytes(lp_ids)
     text = rendered.text
+    segments = rendered.segments
     # Servers differ in what logprobs cover: the whole output (with or without the stop token), or
-    # only the content. Each case is matched on bytes and spliced at a special-token boundary.
-    candidates = [(text, "", ""), (text.removesuffix(IM_END), "", IM_END if text.endswith(IM_END) else "")]
-    content = turn.content or ""
-    if content and text.count(content) == 1:
-        start = text.index(content)
-        candidates.append((content, text[:start], text[start + len(content) :]))
-    for covered, before, after in candidates:
+    # only the content. Each case is matched on bytes and spliced at a segment boundary.
+    candidates: list[tuple[str, list[int], list[int], str]] = [(text, [], [], "the whole output")]
+    if segments and segments[-1].special:
+        stop = segments[-1].text
+        candidates.append((text[: -len(stop)], [], [marker_ids(prof)[stop]], f"the output without {stop}"))
+    at = [i for i, s in enumerate(segments) if s.field == "content"]
+    if len(at) == 1:
+        i = at[0]
+        before = encode_segments(segments[:i], tok, prof)
+        after = encode_segments(segments[i + 1 :], tok, prof)
+        candidates.append((segments[i].text, before, after, "the content"))
+    for covered, before_ids, after_ids, what in candidates:
         if covered and lp_bytes == covered.encode("utf-8"):
-            ids = tok.encode(before) + lp_ids + tok.encode(after)
+            ids = before_ids + lp_ids + after_ids
             if tok.decode_bytes(ids) != text.encode("utf-8"):
                 break
-            what = "the whole output" if not before and not after else ("the output without <|im_end|>" if not before else "the content")
             diff = "" if ids == rendered_ids else f"; they differ from the canonical encode ({_first_diff(ids, rendered_ids)})"
             return ids, f"logprobs cover {what} and agree with the rendered text{diff}"
     return None, f"logprobs disagree with the rendered text: they decode to {len(lp_bytes)} bytes that match neither the output nor the content"

@@ -1,16 +1,23 @@
-"""Render an assistant turn as exactly the text the model generated after its generation prompt."""
+"""Render an assistant turn as exactly the text the model generated after its generation prompt.
+
+The K2.x formats are rendered here; a profile of another format (``kimi-k3``) is rendered by its own
+module, chosen by ``ChatProfile.format``.
+"""
 
 from __future__ import annotations
 
-import functools
 import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from .errors import InvalidInputError
 from .models import AssistantTurn, Flag
-from .profiles import ChatProfile, get_profile
+from .profiles import ChatProfile
+from .record_options import parse_options
+from .segments import RenderedTurn as RenderedTurn
+from .segments import Segment as Segment
+from .segments import marker
 from .special_tokens import SPECIAL_TOKENS, special_texts_in
 
 THINK_BEGIN = "<think>"
@@ -32,36 +39,14 @@ class ReasoningDroppedWarning(UserWarning):
     """The turn had reasoning that this profile or ``thinking=False`` does not render."""
 
 
-@dataclass(frozen=True)
-class Segment:
-    """A piece of the rendered turn: template ``marker`` text, or the text of a turn ``field``."""
-
-    text: str
-    field: str | None = None
-
-    @property
-    def is_marker(self) -> bool:
-        return self.field is None
-
-
-@dataclass(frozen=True)
-class RenderedTurn:
-    """The rendered text, the pieces it was built from, and what rendering noticed.
-
-    ``special_texts`` holds every special-token-shaped text in the turn: the markers rendering wrote
-    and whatever the fields contain, so the encode can allow exactly those.
-    """
-
-    segments: tuple[Segment, ...]
-    flags: tuple[Flag, ...]
-    special_texts: frozenset[str] = frozenset()
-
-    @functools.cached_property
-    def text(self) -> str:
-        return "".join(s.text for s in self.segments)
-
-    def has_flag(self, code: str) -> bool:
-        return any(f.code == code for f in self.flags)
+def check_stop(profile: ChatProfile, stop: str | None) -> str:
+    """``stop``, or the profile's stop token when None; refuses an end the profile does not know."""
+    if stop is None:
+        return profile.stop_token
+    if stop != profile.stop_token and stop not in profile.stop_alternatives:
+        known = ", ".join(repr(s) for s in (profile.stop_token, *profile.stop_alternatives))
+        raise InvalidInputError(f"{stop!r} is not an end of a {profile.name} turn; known: {known}", field="stop")
+    return stop
 
 
 def model_tool_call_id(name: str, index: int) -> str:
@@ -70,16 +55,28 @@ def model_tool_call_id(name: str, index: int) -> str:
 
 
 def render_turn(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | Any,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     *,
     call_index_offset: int = 0,
+    stop: str | None = None,
 ) -> RenderedTurn:
-    """Render ``turn`` for ``profile`` and say what was noticed (see :func:`render_assistant_turn`)."""
+    """Render ``turn`` for ``profile`` and say what was noticed (see :func:`render_assistant_turn`).
+
+    ``stop`` is the end of a finished turn: the profile's ``stop_token`` by default, or one of its
+    ``stop_alternatives`` (what some deployments are reported to stop on)."""
     if not isinstance(turn, AssistantTurn):
-        turn = AssistantTurn.from_message(turn)
-    prof = get_profile(profile)
+        from .responses import as_turn  # responses builds on this module's tool-call id format
+
+        turn = as_turn(turn)
+    options = parse_options(profile=profile, thinking=thinking, call_index_offset=call_index_offset)
+    prof, thinking, call_index_offset = options.profile, options.thinking, options.call_index_offset or 0
+    stop = check_stop(prof, stop)
+    if prof.format == "k3":
+        from .k3 import render_k3_turn
+
+        return render_k3_turn(turn, prof, thinking, stop)
     flags: list[Flag] = []
     segments: list[Segment] = []
     reasoning = turn.reasoning or ""
@@ -87,11 +84,11 @@ def render_turn(
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
     in_reasoning = renders_reasoning and turn.truncated and not turn.content and not turn.tool_calls and bool(reasoning)
     if prof.thinking_style == "model_opens":
-        segments.append(Segment(THINK_BEGIN))
+        segments.append(marker(THINK_BEGIN))
     if renders_reasoning:
         segments.append(Segment(reasoning, "reasoning"))
     if (renders_reasoning or prof.thinking_style == "model_opens") and not in_reasoning:
-        segments.append(Segment(THINK_END))
+        segments.append(marker(THINK_END))
     if reasoning and not renders_reasoning:
         why = "thinking=False" if prof.thinking_style != "none" else f"profile {prof.name} has no thinking"
         flags.append(Flag("reasoning_dropped", f"the turn has {len(reasoning)} characters of reasoning, not rendered ({why})", "reasoning"))
@@ -101,7 +98,7 @@ def render_turn(
     if turn.content:
         segments.append(Segment(turn.content, "content"))
     if turn.tool_calls:
-        segments.append(Segment(SECTION_BEGIN))
+        segments.append(marker(SECTION_BEGIN))
         for i, call in enumerate(turn.tool_calls):
             where = f"tool_calls[{i}]"
             call_id = call.id
@@ -113,20 +110,20 @@ def render_turn(
             if not call.arguments_are_json:
                 flags.append(Flag("arguments_not_json", "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
             segments += [
-                Segment(CALL_BEGIN),
+                marker(CALL_BEGIN),
                 Segment(call_id, f"{where}.id"),
-                Segment(ARGUMENT_BEGIN),
+                marker(ARGUMENT_BEGIN),
                 Segment(call.arguments_text, f"{where}.function.arguments"),
-                Segment(CALL_END),
+                marker(CALL_END),
             ]
-        segments.append(Segment(SECTION_END))
+        segments.append(marker(SECTION_END))
     if turn.truncated:
         where = "reasoning" if in_reasoning else "output"
         flags.append(Flag("truncated", f"finish_reason is 'length': cut off inside the {where}; no <|im_end|> rendered", "finish_reason"))
         if turn.tool_calls:
             flags.append(Flag("truncated_tool_calls", "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
     else:
-        segments.append(Segment(IM_END))
+        segments.append(marker(stop))
 
     specials = {seg.text for seg in segments if seg.is_marker}
     for seg in segments:
@@ -140,11 +137,12 @@ def render_turn(
 
 
 def render_assistant_turn(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | Any,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     *,
     call_index_offset: int = 0,
+    stop: str | None = None,
 ) -> str:
     """The text the model generated after its generation prompt, special-token text included.
 
@@ -154,7 +152,7 @@ def render_assistant_turn(
     ``functions.NAME:IDX``, counting from ``call_index_offset`` (the number of tool calls earlier in the
     conversation). Reasoning that is not rendered raises a :class:`ReasoningDroppedWarning`.
     """
-    rendered = render_turn(turn, profile, thinking, call_index_offset=call_index_offset)
+    rendered = render_turn(turn, profile, thinking, call_index_offset=call_index_offset, stop=stop)
     for flag in rendered.flags:
         if flag.code == "reasoning_dropped":
             warnings.warn(flag.message, ReasoningDroppedWarning, stacklevel=2)

@@ -1,18 +1,29 @@
-"""The canonical Kimi-K2.5 special-token table, with lookups both ways.
+"""The canonical special-token tables of the Kimi tokenizers (K2.5 and K3), with lookups both ways.
 
-The table is written out here, independent of any tokenizer file, so that it can be used to check
+The K2.5 table is written out here, independent of any tokenizer file, so that it can be used to check
 tokenizers (see :mod:`kimi_recon.audit`). It was taken from Moonshot's official K2.5
 ``tokenizer_config.json`` and is tested against ids decoded by Moonshot's official tokenizer code.
+Kimi-K3 uses the same ids with other names (163586 is ``<|end_of_msg|>``, K2.5's ``<think>`` and
+tool-call slots are reserved); its 16 named tokens are bundled data (``data/k3/special_tokens.json``,
+sha256-checked when read). :meth:`SpecialTokenRegistry.for_profile` picks the table of a chat profile.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import hashlib
+import json
 import re
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
 
-from .errors import UnknownSpecialTokenError
+from .errors import TokenizerLoadError, UnknownSpecialTokenError
+
+if TYPE_CHECKING:
+    from .profiles import ChatProfile
 
 #: Every special-token text of the Kimi tokenizers has one of these shapes (``<|name|>``, ``[XYZ]``,
 #: ``<think>``, ``</think>``); a tokenizer whose table does not is handled without the scan (see
@@ -77,6 +88,38 @@ _K25_NAMED: tuple[tuple[int, str, bool, str, str], ...] = (
 )
 
 
+#: Readable name and role of each named Kimi-K3 token; the texts, ids and flags come from the bundled file.
+_K3_NAMES: dict[int, tuple[str, str]] = {
+    163584: ("bos", "BOS"),
+    163585: ("eos", "EOS"),
+    163586: ("message", "END_OF_MSG"),
+    163587: ("markup", "OPEN"),
+    163588: ("markup", "CLOSE"),
+    163589: ("markup", "SEP"),
+    163590: ("header", "START_HEADER"),
+    163591: ("header", "END_HEADER"),
+    163593: ("eot", "EOT"),
+    163602: ("media", "MEDIA_BEGIN"),
+    163603: ("media", "MEDIA_CONTENT"),
+    163604: ("media", "MEDIA_END"),
+    163605: ("media", "MEDIA_PAD"),
+    163649: ("mode", "OSAGENT_MODE"),
+    163838: ("unk", "UNK"),
+    163839: ("pad", "PAD"),
+}
+K3_SPECIAL_TOKENS_FILE = "special_tokens.json"
+#: sha256 of the bundled ``data/k3/special_tokens.json`` (checked every time it is read).
+K3_SPECIAL_TOKENS_SHA256 = "ee1980dfbc859e6e443b7dff4bbb357446e98ad36b0f7f12988f8f5860837bd3"
+
+
+def _read_k3_named() -> list[tuple[int, str, bool]]:
+    data = (resources.files("kimi_recon") / "data" / "k3" / K3_SPECIAL_TOKENS_FILE).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != K3_SPECIAL_TOKENS_SHA256:
+        raise TokenizerLoadError(f"bundled data/k3/{K3_SPECIAL_TOKENS_FILE} has sha256 {digest}, expected {K3_SPECIAL_TOKENS_SHA256}")
+    return [(int(t["id"]), str(t["content"]), bool(t["special"])) for t in json.loads(data)["tokens"]]
+
+
 def reserved_token_text(token_id: int) -> str:
     """The text of an unnamed special slot, as the official tokenizer names it."""
     return f"<|reserved_token_{token_id}|>"
@@ -91,7 +134,8 @@ class SpecialTokenRegistry:
     '</think>'
     """
 
-    def __init__(self, tokens: Iterable[SpecialToken]) -> None:
+    def __init__(self, tokens: Iterable[SpecialToken], name: str = "custom") -> None:
+        self.name = name
         self._tokens = tuple(sorted(tokens, key=lambda t: t.id))
         # Later entries win on a clash; the audit reports clashes instead of the lookups hiding them.
         self._by_text = {t.text: t for t in self._tokens}
@@ -102,8 +146,19 @@ class SpecialTokenRegistry:
     def kimi_k25(cls) -> SpecialTokenRegistry:
         """The canonical Kimi-K2.5 table: 23 named tokens and 233 reserved slots, ids 163584..163839."""
         named = {tid: SpecialToken(text, tid, special, role, name) for tid, text, special, role, name in _K25_NAMED}
-        slots = range(NUM_BASE_TOKENS, NUM_BASE_TOKENS + NUM_SPECIAL_SLOTS)
-        return cls(named.get(i) or SpecialToken(reserved_token_text(i), i, True, "reserved") for i in slots)
+        return cls(_with_reserved_slots(named), "kimi-k2.5")
+
+    @classmethod
+    def kimi_k3(cls) -> SpecialTokenRegistry:
+        """The Kimi-K3 table: 16 named tokens (bundled, sha256-checked) and 240 reserved slots, same ids."""
+        return _k3_registry()
+
+    @classmethod
+    def for_profile(cls, profile: str | ChatProfile) -> SpecialTokenRegistry:
+        """The table of a chat profile: ``"kimi-k3"`` gets K3's names, the K2.x profiles K2.5's."""
+        from .profiles import get_profile
+
+        return registry_named(get_profile(profile).special_tokens)
 
     @property
     def tokens(self) -> tuple[SpecialToken, ...]:
@@ -119,7 +174,7 @@ class SpecialTokenRegistry:
         return key in self._by_text or key in self._by_id or key in self._by_name
 
     def __repr__(self) -> str:
-        return f"SpecialTokenRegistry({len(self._tokens)} tokens)"
+        return f"SpecialTokenRegistry({self.name!r}, {len(self._tokens)} tokens)"
 
     def entry(self, key: str | int) -> SpecialToken:
         """The entry for a token text (``"<|im_end|>"``), a readable name (``"IM_END"``) or an id."""
@@ -181,6 +236,38 @@ class SpecialTokenRegistry:
         if not self._tokens:
             return ""
         return f"; special ids run from {self._tokens[0].id} to {self._tokens[-1].id}"
+
+
+def _with_reserved_slots(named: dict[int, SpecialToken]) -> Iterator[SpecialToken]:
+    for i in range(NUM_BASE_TOKENS, NUM_BASE_TOKENS + NUM_SPECIAL_SLOTS):
+        yield named.get(i) or SpecialToken(reserved_token_text(i), i, True, "reserved")
+
+
+@functools.lru_cache(maxsize=1)
+def _k3_registry() -> SpecialTokenRegistry:
+    named = {}
+    for tid, text, special in _read_k3_named():
+        role, name = _K3_NAMES.get(tid, ("other", None))
+        named[tid] = SpecialToken(text, tid, special, role, name)
+    return SpecialTokenRegistry(_with_reserved_slots(named), "kimi-k3")
+
+
+def registry_named(name: str) -> SpecialTokenRegistry:
+    """A bundled table by name: ``kimi-k2.5`` or ``kimi-k3``."""
+    if name == "kimi-k3":
+        return _k3_registry()
+    if name == "kimi-k2.5":
+        return SPECIAL_TOKENS
+    raise UnknownSpecialTokenError(f"no special-token table named {name!r}; known: kimi-k2.5, kimi-k3")
+
+
+def registry_matching(texts_by_id: dict[int, str]) -> SpecialTokenRegistry:
+    """The bundled table a tokenizer config's named tokens agree with (K3 when it names a K3-only token)."""
+    k3 = _k3_registry()
+    k3_only = {t.id: t.text for t in k3.named() if SPECIAL_TOKENS.text(t.id) != t.text}
+    if any(k3_only.get(tid) == text for tid, text in texts_by_id.items()):
+        return k3
+    return SPECIAL_TOKENS
 
 
 #: The canonical Kimi-K2.5 special-token table (also K2-Thinking and K2.6).

@@ -18,12 +18,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tiktoken
 
 from .errors import InvalidInputError, TokenizerLoadError
-from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SPECIAL_TOKENS, SpecialTokenRegistry, reserved_token_text
+from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
+
+if TYPE_CHECKING:
+    from .profiles import ChatProfile
 
 #: sha256 of every tiktoken.model known to be a Kimi vocab.
 KNOWN_VOCAB_SHA256: Mapping[str, str] = {
@@ -56,6 +59,7 @@ CONFIG_FILE = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
 MODEL_CONFIG_FILE = "config.json"
 BUNDLED = "kimi-k2.5 (bundled)"
+BUNDLED_K3 = "kimi-k3 (bundled)"
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ class KimiTokenizer:
     def __reduce__(self) -> str | tuple[Any, ...]:
         # Workers of a process pool re-load from the source instead of unpickling a 160k-entry table;
         # a tokenizer that cannot be re-loaded the same way (a wrapped object, an unchecked vocab) is copied.
-        if self.source == BUNDLED or (Path(self.source).is_dir() and self.vocab_sha256 in KNOWN_VOCAB_SHA256):
+        if self.source in (BUNDLED, BUNDLED_K3) or (Path(self.source).is_dir() and self.vocab_sha256 in KNOWN_VOCAB_SHA256):
             return (_reload, (self.source,))
         state = (self.added_tokens, self.chat_template, self.model_config, self.source, self.vocab_sha256)
         return (_rebuild, (self._encoding, *state))
@@ -189,6 +193,15 @@ class KimiTokenizer:
         if allow_special:
             return _encode_in_official_chunks(text, functools.partial(enc.encode, allowed_special="all"))
         return _encode_in_official_chunks(text, enc.encode_ordinary)
+
+    def encode_ordinary_piece(self, text: str) -> list[int]:
+        """``encode(text, allow_special=False)`` without the type check: the hot path of the segment encoders."""
+        return _encode_in_official_chunks(text, self._encoding.encode_ordinary)
+
+    @property
+    def specials_scannable(self) -> bool:
+        """True when every special-token text of this tokenizer has a shape ``SPECIAL_TEXT_SHAPE`` finds."""
+        return self._specials_scannable
 
     def encode_with_specials(self, text: str, special_texts: Set[str]) -> list[int]:
         """``encode(text)``, given every special-token-shaped text that occurs in ``text``.
@@ -238,15 +251,21 @@ class KimiTokenizer:
         return ids
 
 
-def load_tokenizer(source: object = None, *, verify_hash: bool = True) -> KimiTokenizer:
+def load_tokenizer(source: object = None, *, verify_hash: bool = True, profile: str | ChatProfile | None = None) -> KimiTokenizer:
     """Load a Kimi tokenizer.
 
-    ``source`` may be None (the bundled K2.5 tokenizer), a path to a Kimi tokenizer directory as
+    ``source`` may be None (the bundled tokenizer: K2.5's, or with ``profile="kimi-k3"`` the same vocab
+    with K3's special-token names), a path to a Kimi tokenizer directory as
     Moonshot ships it, a Hugging Face tokenizer object (``AutoTokenizer.from_pretrained(...,
     trust_remote_code=True)``), or a Hub repo id such as ``"moonshotai/Kimi-K2.5"`` (downloads only the
     tokenizer files; needs the ``hf`` extra and a network).
     """
     if source is None:
+        if profile is not None:
+            from .profiles import get_profile
+
+            if get_profile(profile).special_tokens == "kimi-k3":
+                return _load_bundled_k3()
         return _load_bundled()
     if isinstance(source, KimiTokenizer):
         return source
@@ -263,6 +282,16 @@ def load_tokenizer(source: object = None, *, verify_hash: bool = True) -> KimiTo
     return _load_hf_object(source, verify_hash=verify_hash)
 
 
+def tokenizer_for_profile(tokenizer: KimiTokenizer | None, profile: str | ChatProfile) -> KimiTokenizer:
+    """``tokenizer``, or the bundled one of ``profile`` when it is None or the bundled tokenizer of
+    another table (so a default K2.5 tokenizer passed along a K3 pipeline decodes K3's names)."""
+    if tokenizer is None or tokenizer.source in (BUNDLED, BUNDLED_K3):
+        bundled = load_tokenizer(profile=profile)
+        if tokenizer is None or bundled.source != tokenizer.source:
+            return bundled
+    return tokenizer
+
+
 @functools.lru_cache(maxsize=1)
 def _load_bundled() -> KimiTokenizer:
     root = resources.files("kimi_recon") / "data" / "k2.5"
@@ -272,7 +301,19 @@ def _load_bundled() -> KimiTokenizer:
     return tok
 
 
+@functools.lru_cache(maxsize=1)
+def _load_bundled_k3() -> KimiTokenizer:
+    """The bundled vocab with Kimi-K3's special-token names (K3 ships the same tiktoken.model)."""
+    k25 = _load_bundled()
+    registry = registry_named("kimi-k3")
+    added = {t.id: AddedToken(t.id, t.text, t.special) for t in registry.named()}
+    encoding = build_encoding(dict(k25.encoding._mergeable_ranks), added, name="kimi:k3")
+    return KimiTokenizer(encoding, added_tokens=added, source=BUNDLED_K3, vocab_sha256=k25.vocab_sha256)
+
+
 def _reload(source: str) -> KimiTokenizer:
+    if source == BUNDLED_K3:
+        return _load_bundled_k3()
     return load_tokenizer(None if source == BUNDLED else source)
 
 
@@ -352,8 +393,12 @@ def parse_added_tokens(config: Mapping[str, Any], path: Path) -> dict[int, Added
     return added
 
 
-def check_added_tokens(added: Mapping[int, AddedToken], num_base: int, path: Path, registry: SpecialTokenRegistry = SPECIAL_TOKENS) -> None:
-    """Refuse a config whose added tokens contradict the canonical table (same text, other id, or vice versa)."""
+def check_added_tokens(added: Mapping[int, AddedToken], num_base: int, path: Path, registry: SpecialTokenRegistry | None = None) -> None:
+    """Refuse a config whose added tokens contradict the canonical table (same text, other id, or vice versa).
+
+    Without ``registry``, the table is the one the config's names agree with (K3 or K2.5)."""
+    if registry is None:
+        registry = registry_matching({tid: t.text for tid, t in added.items()})
     for tid, token in added.items():
         if not num_base <= tid < num_base + NUM_SPECIAL_SLOTS:
             raise TokenizerLoadError(f"{path}: added token {token.text!r} has id {tid}, outside the special slots")

@@ -3,26 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
 from .models import AssistantTurn, Flag
-from .profiles import ChatProfile, get_profile
+from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
-from .tokenizer import KimiTokenizer, load_tokenizer
+from .record_options import RecordOptions, parse_options
+from .responses import as_turn
+from .segments import Segment, encode_segments
+from .special_tokens import special_texts_in
+from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
+from .usage_check import TokenCounts
 
 
 @dataclass(frozen=True)
 class TrainingSample:
-    """``input_ids`` = prompt ids + output ids; ``loss_mask`` is 0 on the prompt and 1 on the output."""
+    """``input_ids`` = prompt ids + output ids; ``loss_mask`` is 0 on the prompt and 1 on the output.
+
+    ``token_counts`` is the usage check of a sample built from a record that carries ``usage``
+    (:func:`sample_from_record`); its mismatches are among the ``flags``.
+    """
 
     input_ids: list[int]
     loss_mask: list[int]
     prompt_len: int
     flags: tuple[Flag, ...] = ()
+    token_counts: TokenCounts | None = None
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -33,20 +43,33 @@ class TrainingSample:
         return self.input_ids[self.prompt_len :]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON row EAGLE-3 trainers read: ``input_ids``, ``loss_mask``, ``prompt_len`` (and flag codes)."""
-        return {
+        """A JSON row EAGLE-3 trainers read: ``input_ids``, ``loss_mask``, ``prompt_len`` (and flag codes,
+        and ``token_counts`` when the usage was checked)."""
+        row: dict[str, Any] = {
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,
             "prompt_len": self.prompt_len,
             "flags": [f.code for f in self.flags],
         }
+        if self.token_counts is not None:
+            row["token_counts"] = self.token_counts.to_dict()
+        return row
 
 
 def deep_sorted(value: Any) -> Any:
-    """Every mapping in ``value`` with its keys sorted, recursively (the official K2.5 code does this to tools)."""
+    """Every mapping in ``value`` with its keys sorted, recursively; list order is kept.
+
+    The official ``apply_chat_template`` of every K2 profile (K2.5/K2.6, K2-Thinking, K2-Instruct) does
+    this to the tools before the template sees them (``tools = deep_sort_dict(tools)``), so the JSON
+    declaration of K2-Thinking/K2-Instruct lists keys in sorted order, whatever order the caller used.
+    """
     if isinstance(value, Mapping):
-        return {k: deep_sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
+        try:
+            keys = sorted(value)
+        except TypeError as err:
+            raise InvalidInputError(f"has keys that cannot be sorted: {err}", field="tools") from None
+        return {k: deep_sorted(value[k]) for k in keys}
+    if isinstance(value, (list, tuple)):
         return [deep_sorted(v) for v in value]
     return value
 
@@ -68,35 +91,59 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
 
 def render_prompt(
     messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
     *,
     template: str | None = None,
     template_kwargs: Mapping[str, Any] | None = None,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
 ) -> str:
     """The prompt text up to and including the generation prompt, as the official ``apply_chat_template``.
 
     ``kimi-k2.5`` uses the tokenizer directory's own template, with tools deep-sorted and declared in
-    the TypeScript style; the other profiles use their bundled templates. ``template`` replaces the
-    template text; ``template_kwargs`` reach the template as variables (e.g. ``preserve_thinking``).
+    the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon.k3_prompt`;
+    ``thinking_effort`` and ``tool_choice`` are its options); the other profiles use their bundled
+    templates, with tools deep-sorted as their official tokenizers do. ``tools`` may be a list or its
+    JSON text (see :mod:`kimi_recon.record_options`). ``template`` replaces the template text;
+    ``template_kwargs`` reach the template as variables (e.g. ``{"preserve_thinking": True}`` for a
+    template that reads it).
     """
-    prof = get_profile(profile)
+    options = parse_options(
+        profile=profile,
+        thinking=thinking,
+        tools=tools,
+        template_kwargs=template_kwargs,
+        thinking_effort=thinking_effort,
+        tool_choice=tool_choice,
+    )
+    return _render_prompt(messages, options, tokenizer, template)
+
+
+def _render_prompt(
+    messages: Sequence[Mapping[str, Any]], options: RecordOptions, tokenizer: KimiTokenizer | None, template: str | None
+) -> str:
+    prof, thinking = options.profile, options.thinking
+    segments = _prompt_segments(messages, options)
+    if segments is not None:
+        return "".join(s.text for s in segments)
     source = template if template is not None else prof.template_source()
     if source is None:
         tok = tokenizer if tokenizer is not None else load_tokenizer()
         source = tok.chat_template
         if source is None:
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
-    kwargs: dict[str, Any] = dict(template_kwargs or {})
-    if tools:
-        if prof.thinking_style == "prompt_opens":
-            tools = deep_sorted(list(tools))
-            kwargs["tools_ts_str"] = render_tools_declaration(tools)
+    kwargs: dict[str, Any] = dict(options.template_kwargs)
+    tools = deep_sorted(list(options.tools)) if options.tools else None
+    if tools and prof.thinking_style == "prompt_opens":
+        kwargs["tools_ts_str"] = render_tools_declaration(tools)
     if prof.thinking_style == "prompt_opens":
         kwargs["thinking"] = thinking
-    prompt = render_chat_template(source, messages, tools=tools or None, add_generation_prompt=True, **kwargs)
+    if options.tool_choice is not None:
+        kwargs["tool_choice"] = options.tool_choice
+    prompt = render_chat_template(source, messages, tools=tools, add_generation_prompt=True, **kwargs)
     expected_end = prof.generation_prompt(thinking)
     if not prompt.endswith(expected_end):
         raise InvalidInputError(
@@ -107,26 +154,117 @@ def render_prompt(
     return prompt
 
 
-def build_training_sample(
+def _prompt_segments(messages: Sequence[Mapping[str, Any]], options: RecordOptions) -> list[Segment] | None:
+    tools = list(options.tools) if options.tools else None
+    return prompt_segments(
+        messages, tools, options.profile, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice
+    )
+
+
+def prompt_segments(
     messages: Sequence[Mapping[str, Any]],
-    turn: AssistantTurn | Mapping[str, Any],
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None,
+    profile: ChatProfile,
+    thinking: bool,
+    *,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+) -> list[Segment] | None:
+    """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile."""
+    if profile.format != "k3":
+        return None
+    from .k3_prompt import k3_prompt_segments
+
+    return k3_prompt_segments(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+
+
+def encode_prompt(
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
+    *,
+    template: str | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+) -> list[int]:
+    """The prompt ids a training sample starts with: the prompt rendered as the official code renders it
+    (:func:`render_prompt`), encoded as the official tokenizer encodes it for that profile."""
+    options = parse_options(
+        profile=profile,
+        thinking=thinking,
+        tools=tools,
+        template_kwargs=template_kwargs,
+        thinking_effort=thinking_effort,
+        tool_choice=tool_choice,
+    )
+    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile), template)
+
+
+def _encode_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None) -> list[int]:
+    segments = _prompt_segments(messages, options)
+    if segments is not None:
+        return encode_segments(segments, tok, options.profile)
+    text = _render_prompt(messages, options, tok, template)
+    # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
+    return tok.encode_with_specials(text, frozenset(special_texts_in(text)))
+
+
+def build_training_sample(
+    messages: Sequence[Mapping[str, Any]],
+    turn: AssistantTurn | Mapping[str, Any] | Any,
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
+    profile: str | ChatProfile = "kimi-k2.5",
+    thinking: bool = True,
+    tokenizer: KimiTokenizer | None = None,
+    *,
+    template: str | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+    call_index_offset: int | None = None,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+    stop: str | None = None,
 ) -> TrainingSample:
     """One training row: prompt ids (loss 0) followed by the turn's output ids (loss 1).
 
-    Tool calls of ``turn`` without an id are numbered after the tool calls already in ``messages``.
+    ``turn`` is an :class:`AssistantTurn` or anything :func:`~kimi_recon.responses.turn_from_response`
+    reads. The prompt is :func:`render_prompt` (``tools`` may be JSON text; ``template`` and
+    ``template_kwargs`` as there). Tool calls of ``turn`` without an id are numbered after the tool
+    calls already in ``messages``, or after ``call_index_offset`` when given. ``thinking_effort`` and
+    ``tool_choice`` are ``kimi-k3`` prompt options (effort ``max`` by default when thinking is on);
+    ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`).
     """
-    tok = tokenizer if tokenizer is not None else load_tokenizer()
-    prompt_ids = tok.encode(render_prompt(messages, tools, profile, thinking, tok))
-    output = reconstruct_output_ids(turn, tok, profile, thinking, call_index_offset=count_tool_calls(messages))
+    options = parse_options(
+        profile=profile,
+        thinking=thinking,
+        tools=tools,
+        template_kwargs=template_kwargs,
+        call_index_offset=call_index_offset,
+        thinking_effort=thinking_effort,
+        tool_choice=tool_choice,
+    )
+    return _build(messages, as_turn(turn), options, tokenizer_for_profile(tokenizer, options.profile), template, stop)
+
+
+def _build(
+    messages: Sequence[Mapping[str, Any]],
+    turn: AssistantTurn,
+    options: RecordOptions,
+    tok: KimiTokenizer,
+    template: str | None,
+    stop: str | None = None,
+) -> TrainingSample:
+    prof = options.profile
+    prompt_ids = _encode_prompt(messages, options, tok, template)
+    offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
+    output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
         prompt_len=len(prompt_ids),
-        flags=output.flags,
+        flags=options.flags + output.flags,
     )
 
 
@@ -136,24 +274,32 @@ def sample_from_record(
     *,
     profile: str = "kimi-k2.5",
     thinking: bool = True,
+    template: str | None = None,
 ) -> TrainingSample:
     """A training sample from one record: ``messages``, optional ``tools``, and the response (under
-    ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it); the record's own
-    ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id."""
-    from .dataset import record_id, turn_of_record
+    ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it).
+
+    The record's own ``profile``, ``thinking``, ``tools``, ``call_index_offset``, ``template_kwargs``,
+    ``thinking_effort`` and ``tool_choice`` are read by :func:`kimi_recon.record_options.parse_options`
+    and win over the arguments. Errors name the field and the record id.
+
+    A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
+    a ``<field>_mismatch`` flag for each figure no counting convention explains."""
+    from .dataset import record_id, record_token_counts, turn_of_record
 
     try:
         messages = record.get("messages")
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
+        options = parse_options(record, profile=profile, thinking=thinking)
         turn = turn_of_record(record)
-        return build_training_sample(
-            messages,
-            turn,
-            record.get("tools"),
-            record.get("profile") or profile,
-            bool(record.get("thinking", thinking)),
-            tokenizer,
-        )
+        tok = tokenizer_for_profile(tokenizer, options.profile)
+        sample = _build(messages, turn, options, tok, template)
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
+    counts, _ = record_token_counts(
+        record, turn, sample.output_ids, tok, options.profile.name, options.thinking, prompt_len=sample.prompt_len
+    )
+    if counts is None:
+        return sample
+    return replace(sample, flags=sample.flags + counts.flags(), token_counts=counts)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,21 +40,62 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _number(kind: type[float] | type[int], low: float, high: float = math.inf, *, above: bool = False) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` in [low, high] (or (low, high] with ``above``), finite."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        if not math.isfinite(value) or value < low or (above and value == low) or value > high:
+            bound = f"above {low:g}" if above else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be {bound}" + (f" and at most {high:g}" if high != math.inf else "") + f", got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _non_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL, got {text!r}")
+    return text
+
+
+def _output(text: str) -> Path:
+    if text == "-":
+        raise argparse.ArgumentTypeError(
+            "must be a file: the output is an append-only log that a rerun reads back to resume, so it cannot be - (stdout)"
+        )
+    return Path(text)
+
+
+#: OpenRouter's documented reasoning.effort values.
+EFFORTS = ("xhigh", "high", "medium", "low", "minimal", "none")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("prompts", type=Path, help="JSONL, one {\"messages\": [...], \"tools\": [...], \"id\": ...} per line")
-    p.add_argument("-o", "--output", type=Path, required=True, help="JSONL to append rows to (created if missing)")
-    p.add_argument("--model", default="moonshotai/kimi-k2.5", help="OpenRouter model slug (default: %(default)s)")
+    p.add_argument("prompts", type=Path, help="JSONL, one {\"messages\": [...], \"tools\": [...], \"id\": ...} per line; - for stdin")
+    p.add_argument("-o", "--output", type=_output, required=True, help="JSONL file to append rows to (created if missing; a regular file)")
+    p.add_argument("--model", type=_non_empty, default="moonshotai/kimi-k2.5", help="OpenRouter model slug (default: %(default)s)")
 
     g = p.add_argument_group("request")
-    g.add_argument("--max-tokens", type=int, default=None)
-    g.add_argument("--temperature", type=float, default=None)
-    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--max-tokens", type=_number(int, 1), default=None)
+    g.add_argument("--temperature", type=_number(float, 0, 2), default=None)
+    g.add_argument("--top-p", type=_number(float, 0, 1, above=True), default=None)
     g.add_argument("--seed", type=int, default=None)
     g.add_argument("--no-thinking", action="store_true", help="turn reasoning off (reasoning.enabled=false); rebuild without thinking")
-    g.add_argument("--reasoning-effort", default=None, help="reasoning.effort (e.g. low, medium, high)")
-    g.add_argument("--reasoning-max-tokens", type=int, default=None, help="reasoning.max_tokens budget")
+    g.add_argument("--reasoning-effort", choices=EFFORTS, default=None, help="reasoning.effort")
+    g.add_argument("--reasoning-max-tokens", type=_number(int, 1), default=None, help="reasoning.max_tokens budget")
     g.add_argument("--logprobs", action="store_true", help="ask for logprobs (exact ids even for unusual token splits, where supported)")
-    g.add_argument("--top-logprobs", type=int, default=None)
+    g.add_argument("--top-logprobs", type=_number(int, 0, 20), default=None)
     g.add_argument("--provider-order", type=_csv, default=[], help="provider.order, comma-separated")
     g.add_argument("--provider-only", type=_csv, default=[], help="provider.only, comma-separated")
     g.add_argument("--require-parameters", action="store_true", help="provider.require_parameters: only providers supporting every parameter sent")
@@ -63,22 +105,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stream", action="store_true", help="stream responses (SSE); rows hold the assembled response")
 
     g = p.add_argument_group("transport")
-    g.add_argument("--base-url", default=None, help="API base URL (default: $OPENROUTER_BASE_URL or https://openrouter.ai/api/v1)")
-    g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default: %(default)s)")
-    g.add_argument("--timeout", type=float, default=600.0, help="seconds per connect/read (default: %(default)s)")
-    g.add_argument("--max-retries", type=int, default=4, help="retries on 429/5xx/timeouts (default: %(default)s)")
+    g.add_argument("--base-url", type=_url, default=None, help="API base URL (default: $OPENROUTER_BASE_URL or https://openrouter.ai/api/v1)")
+    g.add_argument("--concurrency", type=_number(int, 1), default=4, help="requests in flight (default: %(default)s)")
+    g.add_argument("--timeout", type=_number(float, 0, above=True), default=600.0, help="seconds per connect/read (default: %(default)s)")
+    g.add_argument("--max-retries", type=_number(int, 0), default=4, help="retries on 429/5xx/timeouts (default: %(default)s)")
     g.add_argument("--app-url", default=None, help="HTTP-Referer header for OpenRouter attribution")
     g.add_argument("--app-title", default=None, help="X-Title header for OpenRouter attribution")
 
     g = p.add_argument_group("output")
     g.add_argument("--tokenizer", default=None, help="tokenizer directory or Hub repo id (default: bundled K2.5)")
-    g.add_argument("--profile", default="kimi-k2.5", help="chat format used to rebuild ids (default: %(default)s)")
+    g.add_argument("--profile", default=None, help="chat format used to rebuild ids (default: the --model's, e.g. kimi-k3 for moonshotai/kimi-k3; else kimi-k2.5)")
     g.add_argument("--prompt-ids", action="store_true", help="also write the prompt ids")
     g.add_argument("--training-sample", action="store_true", help="also write the EAGLE-3 sample (input_ids, loss_mask)")
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
+    g.add_argument("--no-usage-check", action="store_true", help="do not compare the rebuilt ids with the server's usage token counts")
     g.add_argument("--keep-server-call-ids", action="store_true", help="do not replace server-issued tool-call ids with functions.NAME:IDX")
-    g.add_argument("--max-cost", type=float, default=None, help="stop sending new prompts once this many USD are spent in this run")
-    g.add_argument("--limit", type=int, default=None, help="send at most this many prompts in this run")
+    g.add_argument("--max-cost", type=_number(float, 0), default=None, help="stop sending new prompts once this many USD are spent in this run")
+    g.add_argument("--limit", type=_number(int, 0), default=None, help="send at most this many prompts in this run")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--no-fsync", action="store_true", help="do not fsync each row (faster; a power cut may lose recent rows)")
 
@@ -105,6 +148,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return 2
     from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
     from .generate import GenerateConfig, run_generate
+    from ..profiles import profile_for_model
     from .options import RequestOptions, provider_preferences, reasoning_settings
 
     api_key = api_key_from_env()
@@ -138,11 +182,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         max_retries=args.max_retries,
         reconstruct=not args.no_reconstruct,
-        profile=args.profile,
+        profile=args.profile or profile_for_model(args.model),
         tokenizer=args.tokenizer,
         prompt_ids=args.prompt_ids,
         training_sample=args.training_sample,
         fix_tool_call_ids=not args.keep_server_call_ids,
+        check_usage=not args.no_usage_check,
         max_cost=args.max_cost,
         limit=args.limit,
         progress=not args.no_progress,
@@ -151,7 +196,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         app_title=args.app_title,
     )
     summary = run_generate(config, api_key)
-    print(summary.line(), file=sys.stderr)
+    print("\n".join(summary.lines()), file=sys.stderr)
     return summary.exit_code
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models import AssistantTurn
+from ..usage_check import TokenCounts
 from .options import RequestOptions
 from .prompts import Prompt
 
@@ -25,6 +26,8 @@ class Rebuilt:
     flags: tuple[Mapping[str, Any], ...] = ()
     prompt_ids: list[int] | None = None
     sample: Mapping[str, Any] | None = None
+    prompt_len: int | None = None  # known when the prompt was encoded for prompt_ids or the sample
+    token_counts: TokenCounts | None = None
 
 
 #: Rebuilds one prompt's turn; raises a KimiReconError when it cannot.
@@ -43,6 +46,11 @@ class CallInfo:
 
 def flag(code: str, message: str, field: str | None = None) -> dict[str, Any]:
     return {"code": code, "message": message, "field": field}
+
+
+def usage_flags(counts: TokenCounts) -> list[dict[str, Any]]:
+    """One flag per usage figure no counting convention explains, with its ``delta`` (reported - rebuilt)."""
+    return [{**flag(c.flag_code, c.explain(), c.usage_field), "delta": c.delta} for c in counts.mismatches]
 
 
 def adapter_flags(turn: AssistantTurn, thinking: bool) -> list[dict[str, Any]]:
@@ -110,6 +118,9 @@ def ok_row(
             row["prompt_ids"] = rebuilt.prompt_ids
         if rebuilt.sample is not None:
             row["sample"] = dict(rebuilt.sample)
+        if rebuilt.token_counts is not None:
+            flags.extend(usage_flags(rebuilt.token_counts))
+            row["token_counts"] = rebuilt.token_counts.to_dict()
     row["flags"] = flags
     row["finish_reason"] = turn.finish_reason
     row["native_finish_reason"] = turn.metadata.get("native_finish_reason")

@@ -50,7 +50,7 @@ def test_kill_mid_run_then_resume_writes_every_prompt_exactly_once(fake: FakeOpe
     prompts = write_prompts(tmp_path / "prompts.jsonl", [user_prompt(t, f"id{i}") for i, t in enumerate(texts)])
     out = tmp_path / "out.jsonl"
     cmd = generate_cmd(prompts, out, fake, "--concurrency", "2")
-    fake.default_delay = 0.4
+    fake.default_delay = 1.0  # slow enough that the rival run (a cold start, on a loaded machine) sees it alive
 
     first = subprocess.Popen(cmd, env=child_env(api_key), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -93,7 +93,8 @@ def test_every_prompt_ends_as_exactly_one_row_with_ids_usage_and_cost(fake: Fake
     # the server issued "call_srv1"; the model writes its own id, numbered across the conversation
     t = rows_by_id["tools"]
     assert "<|tool_call_begin|>functions.lookup:1<|tool_call_argument_begin|>" in decode(t["output_ids"])
-    assert [f["code"] for f in t["flags"]] == ["replaced_tool_call_id"]
+    # (the fake's usage figures are made up, so the usage check flags them; see test_usage_check_generate.py)
+    assert [f["code"] for f in t["flags"] if not f["code"].endswith("_tokens_mismatch")] == ["replaced_tool_call_id"]
     assert t["response"]["choices"][0]["message"]["tool_calls"][0]["id"] == "call_srv1"  # raw stays raw
 
     assert rows_by_id["line-4"]["error"]["type"] == "invalid_prompt"

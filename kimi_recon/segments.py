@@ -1,0 +1,150 @@
+"""The pieces a renderer produces, and the per-profile encoder that turns them into ids.
+
+A rendered turn (or prompt) is a sequence of :class:`Segment`: control markers, which are one special
+id each, and text. How the official tokenizer turns the sequence into ids is a property of the chat
+profile (``ChatProfile.encoding``):
+
+* ``one_encode`` (K2.x): the rendered text is encoded once with special tokens allowed. Special tokens
+  are hard BPE boundaries, so this equals encoding the text between markers with ``encode_ordinary``
+  (split at any special-token text a field holds) and writing each marker's id directly, which avoids
+  the special-token set tiktoken converts on every call.
+* ``per_segment`` (K3): every segment is encoded on its own, markers as special ids and every text
+  piece as ordinary text, so no BPE merge crosses a segment boundary and special-token text inside a
+  field stays ordinary text.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .models import Flag
+from .profiles import ChatProfile, EncodingStyle
+from .special_tokens import SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_named
+from .tokenizer import MAX_RUN_CHARS, KimiTokenizer
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of rendered text: a control ``special`` marker, template text, or the text of a turn ``field``."""
+
+    text: str
+    field: str | None = None
+    special: bool = False
+
+    @property
+    def is_marker(self) -> bool:
+        """A control marker (one special id); template text and field text are not markers."""
+        return self.special
+
+
+def marker(text: str) -> Segment:
+    """A control marker: the special token ``text``."""
+    return Segment(text, None, True)
+
+
+@dataclass(frozen=True)
+class RenderedTurn:
+    """The rendered text, the pieces it was built from, and what rendering noticed.
+
+    ``special_texts`` holds every special-token-shaped text in the turn: the markers rendering wrote
+    and whatever the fields contain, so a one-encode can allow exactly those.
+    """
+
+    segments: tuple[Segment, ...]
+    flags: tuple[Flag, ...]
+    special_texts: frozenset[str] = frozenset()
+
+    @functools.cached_property
+    def text(self) -> str:
+        return "".join(s.text for s in self.segments)
+
+    def has_flag(self, code: str) -> bool:
+        return any(f.code == code for f in self.flags)
+
+
+@functools.lru_cache(maxsize=8)
+def _marker_ids(table: str) -> dict[str, int]:
+    return registry_named(table).texts()
+
+
+def marker_ids(profile: ChatProfile) -> dict[str, int]:
+    """Special-token text -> id in ``profile``'s table (markers are written as these ids directly)."""
+    return _marker_ids(profile.special_tokens)
+
+
+def encode_segments(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[int]:
+    """The official ids of rendered ``segments`` under ``profile``'s encoding style."""
+    return encode_with_style(segments, tokenizer, marker_ids(profile), profile.encoding)
+
+
+def encode_with_style(
+    segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int], style: EncodingStyle
+) -> list[int]:
+    """Ids of ``segments`` encoded ``per_segment`` or as ``one_encode`` (see the module docstring)."""
+    if style == "per_segment":
+        return _encode_per_segment(segments, tokenizer, ids_of_markers)
+    return _encode_between_markers(segments, tokenizer)
+
+
+def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int]) -> list[int]:
+    ids: list[int] = []
+    ordinary = tokenizer.encode_ordinary_piece
+    for seg in segments:
+        if seg.special:
+            ids.append(ids_of_markers[seg.text])
+        elif seg.text:
+            ids += ordinary(seg.text)
+    return ids
+
+
+def _encode_between_markers(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer) -> list[int]:
+    """``tokenizer.encode("".join(texts))``, computed between markers.
+
+    The official chunking (cuts every 400,000 characters and inside runs longer than 25,000) is
+    measured on the whole text, so a text long enough to be cut is encoded whole instead.
+    """
+    total = sum(len(s.text) for s in segments)
+    specials = tokenizer.special_tokens
+    if total > MAX_RUN_CHARS:
+        return tokenizer.encode("".join(s.text for s in segments))
+    ids: list[int] = []
+    pending: list[str] = []  # consecutive non-marker text is one BPE span
+    for seg in segments:
+        if seg.special and seg.text in specials:
+            if pending:
+                ids += _encode_span("".join(pending), tokenizer)
+                pending = []
+            ids.append(specials[seg.text])
+        else:
+            pending.append(seg.text)
+    if pending:
+        ids += _encode_span("".join(pending), tokenizer)
+    return ids
+
+
+def _encode_span(text: str, tokenizer: KimiTokenizer) -> list[int]:
+    """One span between markers: special-token text inside it is a special id, as one encode makes it."""
+    if "<" not in text and "[" not in text:
+        return tokenizer.encode_ordinary_piece(text)
+    if not tokenizer.specials_scannable:
+        return tokenizer.encode(text)
+    specials = tokenizer.special_tokens
+    ids: list[int] = []
+    start = 0
+    for match in SPECIAL_TEXT_SHAPE.finditer(text):
+        tid = specials.get(match.group())
+        if tid is None:
+            continue
+        if match.start() > start:
+            ids += tokenizer.encode_ordinary_piece(text[start : match.start()])
+        ids.append(tid)
+        start = match.end()
+    if start < len(text):
+        ids += tokenizer.encode_ordinary_piece(text[start:])
+    return ids
+
+
+def special_texts_of(registry: SpecialTokenRegistry) -> frozenset[str]:
+    """The texts of ``registry``'s named tokens (reserved slots excluded)."""
+    return frozenset(t.text for t in registry.named())

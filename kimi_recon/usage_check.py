@@ -1,0 +1,248 @@
+"""Check rebuilt ids against the token counts the server reported in ``usage``. Pure: no I/O.
+
+A provider counts ``prompt_tokens`` and ``completion_tokens`` with the model's own tokenizer, so they are
+an independent witness: rebuilt output ids of another length mean the text that came back is not the
+text the model generated; a rebuilt prompt of another length means the provider rendered another prompt.
+
+Providers differ in one known way: whether the token that ends the turn is counted. A count that
+differs from the rebuilt length only by that is not a mismatch; the :class:`Convention` that explains it
+is recorded instead. The reasoning span (the ids up to and including ``</think>``) is checked the same
+way against ``completion_tokens_details.reasoning_tokens`` when the server gives it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .models import Flag
+from .profiles import ChatProfile, get_profile
+
+__all__ = [
+    "COMPLETION",
+    "PROMPT",
+    "REASONING",
+    "Convention",
+    "CountCheck",
+    "TokenCounts",
+    "check_count",
+    "check_token_counts",
+    "check_with_profile",
+    "reasoning_span",
+    "reported_counts",
+]
+
+#: The usage fields checked, also the prefix of each mismatch flag (``completion_tokens_mismatch``, …).
+COMPLETION = "completion_tokens"
+PROMPT = "prompt_tokens"
+REASONING = "reasoning_tokens"
+
+
+class Convention(enum.Enum):
+    """How a server's count relates to the rebuilt ids of a span that ends with a closing token.
+
+    ``EXACT``: every id counted. ``WITHOUT_STOP``: the closing token (``<|im_end|>``/``<|end_of_msg|>``
+    for the turn, ``</think>`` for the reasoning) not counted. ``WITH_EOS``: the closing token counted
+    and an ``[EOS]`` after it too (the turn only).
+    """
+
+    EXACT = "exact"
+    WITHOUT_STOP = "without_stop"
+    WITH_EOS = "with_eos"
+
+    def expected(self, rebuilt: int) -> int:
+        """The count a server following this convention reports for ``rebuilt`` ids."""
+        return rebuilt + {Convention.EXACT: 0, Convention.WITHOUT_STOP: -1, Convention.WITH_EOS: 1}[self]
+
+
+@dataclass(frozen=True)
+class CountCheck:
+    """One usage figure against the rebuilt ids it counts.
+
+    ``reported`` is the server's figure, ``rebuilt`` the number of rebuilt ids; ``convention`` is the
+    one that explains ``reported`` (None: none does, a mismatch). ``delta`` is ``reported - rebuilt``.
+    """
+
+    field: str
+    reported: int
+    rebuilt: int
+    convention: Convention | None
+
+    @property
+    def delta(self) -> int:
+        return self.reported - self.rebuilt
+
+    @property
+    def agrees(self) -> bool:
+        return self.convention is not None
+
+    @property
+    def usage_field(self) -> str:
+        """Where the figure sits in ``usage``."""
+        return f"usage.completion_tokens_details.{REASONING}" if self.field == REASONING else f"usage.{self.field}"
+
+    @property
+    def flag_code(self) -> str:
+        """The flag a mismatch raises: ``completion_tokens_mismatch``, ``prompt_tokens_mismatch``, …"""
+        return f"{self.field}_mismatch"
+
+    def explain(self) -> str:
+        what = {PROMPT: "prompt ids", COMPLETION: "output ids", REASONING: "reasoning ids (through </think>)"}.get(self.field, "ids")
+        if self.convention is not None:
+            return f"usage {self.field} {self.reported} matches the {self.rebuilt} rebuilt {what} ({self.convention.value})"
+        return (
+            f"usage {self.field} is {self.reported} but {self.rebuilt} {what} were rebuilt (delta {self.delta:+d}), "
+            "and no known counting convention explains it"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reported": self.reported,
+            "rebuilt": self.rebuilt,
+            "delta": self.delta,
+            "convention": None if self.convention is None else self.convention.value,
+        }
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """Every usage figure a record carried, each against its rebuilt ids (None: not reported or not checkable)."""
+
+    completion: CountCheck | None = None
+    prompt: CountCheck | None = None
+    reasoning: CountCheck | None = None
+
+    @property
+    def checks(self) -> tuple[CountCheck, ...]:
+        return tuple(c for c in (self.completion, self.prompt, self.reasoning) if c is not None)
+
+    @property
+    def mismatches(self) -> tuple[CountCheck, ...]:
+        return tuple(c for c in self.checks if not c.agrees)
+
+    @property
+    def agrees(self) -> bool:
+        """True when at least one figure was checked and every checked figure agrees."""
+        return bool(self.checks) and not self.mismatches
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{field: {"reported", "rebuilt", "delta", "convention"}}`` for each figure checked."""
+        return {c.field: c.to_dict() for c in self.checks}
+
+    def flags(self) -> tuple[Flag, ...]:
+        """One :class:`~kimi_recon.models.Flag` per figure no convention explains (code ``<field>_mismatch``)."""
+        return tuple(Flag(c.flag_code, c.explain(), c.usage_field) for c in self.mismatches)
+
+    @classmethod
+    def from_dict(cls, data: object) -> TokenCounts | None:
+        """The counts :meth:`to_dict` wrote (None when ``data`` is not such a mapping)."""
+        if not isinstance(data, Mapping):
+            return None
+        checks: dict[str, CountCheck] = {}
+        for name in (COMPLETION, PROMPT, REASONING):
+            entry = data.get(name)
+            if not isinstance(entry, Mapping):
+                continue
+            reported, rebuilt, convention = _count(entry.get("reported")), _count(entry.get("rebuilt")), entry.get("convention")
+            if reported is None or rebuilt is None:
+                return None
+            try:
+                conv = None if convention is None else Convention(convention)
+            except ValueError:
+                return None
+            checks[name] = CountCheck(name, reported, rebuilt, conv)
+        return cls(checks.get(COMPLETION), checks.get(PROMPT), checks.get(REASONING))
+
+
+def check_count(field: str, reported: int, rebuilt: int, *, closed: bool, eos_allowed: bool = False) -> CountCheck:
+    """``reported`` against ``rebuilt`` ids; ``closed``: the ids end with their span's closing token
+    (so a server may leave it out); ``eos_allowed``: a server may count an ``[EOS]`` after it."""
+    conventions = [Convention.EXACT]
+    if closed:
+        conventions.append(Convention.WITHOUT_STOP)
+        if eos_allowed:
+            conventions.append(Convention.WITH_EOS)
+    found = next((c for c in conventions if c.expected(rebuilt) == reported), None)
+    return CountCheck(field, reported, rebuilt, found)
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def reported_counts(usage: object) -> tuple[int | None, int | None, int | None]:
+    """``(prompt_tokens, completion_tokens, reasoning_tokens)`` of a ``usage`` object; None for a figure
+    missing or not a non-negative integer (such a figure is not checked)."""
+    if not isinstance(usage, Mapping):
+        return None, None, None
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
+    return _count(usage.get(PROMPT)), _count(usage.get(COMPLETION)), _count(reasoning)
+
+
+def reasoning_span(output_ids: Sequence[int], think_end_id: int | None, *, cut_in_reasoning: bool) -> tuple[int, bool] | None:
+    """``(length, closed)`` of the reasoning at the start of ``output_ids``: through the first
+    ``think_end_id`` (closed); all of them when the turn was cut inside its reasoning (open); none when
+    the turn has no ``think_end_id`` (thinking off). None when the format has no such token."""
+    if think_end_id is None:
+        return None
+    try:
+        return output_ids.index(think_end_id) + 1, True
+    except ValueError:
+        return (len(output_ids), False) if cut_in_reasoning else (0, False)
+
+
+def check_token_counts(
+    usage: object,
+    output_ids: Sequence[int] | None,
+    prompt_len: int | None = None,
+    *,
+    stop_id: int,
+    eos_id: int | None = None,
+    think_end_id: int | None = None,
+    cut_in_reasoning: bool = False,
+) -> TokenCounts:
+    """Every figure of ``usage`` that can be checked, against ``output_ids`` and ``prompt_len``.
+
+    ``stop_id`` ends a finished turn and ``eos_id`` is the ``[EOS]`` a server may count after it (take
+    both from the profile); ``think_end_id`` closes the reasoning. ``cut_in_reasoning``: the turn was
+    cut by the length limit inside its reasoning (its ids are all reasoning).
+    """
+    prompt_reported, completion_reported, reasoning_reported = reported_counts(usage)
+    completion = reasoning = prompt = None
+    if output_ids is not None and completion_reported is not None:
+        closed = bool(output_ids) and output_ids[-1] == stop_id
+        completion = check_count(COMPLETION, completion_reported, len(output_ids), closed=closed, eos_allowed=eos_id is not None)
+    if output_ids is not None and reasoning_reported is not None:
+        span = reasoning_span(output_ids, think_end_id, cut_in_reasoning=cut_in_reasoning)
+        if span is not None:
+            reasoning = check_count(REASONING, reasoning_reported, span[0], closed=span[1])
+    if prompt_len is not None and prompt_reported is not None:
+        prompt = check_count(PROMPT, prompt_reported, prompt_len, closed=False)
+    return TokenCounts(completion, prompt, reasoning)
+
+
+def check_with_profile(
+    usage: object,
+    output_ids: Sequence[int] | None,
+    prompt_len: int | None,
+    profile: str | ChatProfile,
+    *,
+    truncated_in: str | None = None,
+) -> TokenCounts:
+    """:func:`check_token_counts` with the closing tokens of ``profile``; ``truncated_in`` is the turn's
+    ``metadata["truncated_in"]`` (where a length cut fell)."""
+    prof = get_profile(profile)
+    return check_token_counts(
+        usage,
+        output_ids,
+        prompt_len,
+        stop_id=prof.stop_token_id,
+        eos_id=prof.eos_token_id,
+        think_end_id=prof.think_end_token_id,
+        cut_in_reasoning=truncated_in == "reasoning",
+    )

@@ -1,0 +1,144 @@
+"""``generate`` against a loopback server whose usage figures are right, off by the stop token, and off
+by a few tokens: every row records both figures, flags exactly the figures no convention explains, and
+the run's summary counts them per provider.
+
+The true counts come from Moonshot's official code (the golden turns' ``prompt_ids``/``output_ids``), not
+from kimi-recon.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openrouter import Act, FakeOpenRouter
+from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
+from openrouter_wire import completion, read_rows, write_prompts
+
+from kimi_recon.openrouter.generate import GenerateConfig, run_generate
+from kimi_recon.openrouter.options import RequestOptions
+
+GOLDEN = Path(__file__).parent.parent / "data" / "golden" / "official-k2.5-dev" / "turns.jsonl"
+THINK_END = 163607
+
+#: name -> (provider, completion shift, reasoning shift, prompt shift, the flags expected)
+VARIANTS: dict[str, tuple[str, int, int, int, list[str]]] = {
+    "right": ("Exact Inc", 0, 0, 0, []),
+    "no_stop": ("NoStop AI", -1, -1, 0, []),  # neither <|im_end|> nor </think> counted
+    "with_eos": ("Eos Cloud", 1, 0, 0, []),  # [EOS] counted after <|im_end|>
+    "off_by_3": ("Loose Ltd", 3, 0, 0, ["completion_tokens_mismatch"]),
+    "prompt_off": ("Injector", 0, 0, 7, ["prompt_tokens_mismatch"]),  # an injected system prompt
+    "reasoning_off": ("Loose Ltd", 0, -4, 0, ["reasoning_tokens_mismatch"]),
+}
+
+
+def golden_turns(n: int) -> list[dict[str, Any]]:
+    """Thinking-on golden turns with some reasoning, whose tool-call arguments are text (as a server sends them)."""
+    out = []
+    with GOLDEN.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            calls = row["turn"].get("tool_calls") or []
+            if row["thinking"] and row["output_ids"].index(THINK_END) >= 5 and all(isinstance(c["function"]["arguments"], str) for c in calls):
+                out.append(row)
+            if len(out) == n:
+                break
+    return out
+
+
+def response_for(golden: dict[str, Any], provider: str, shifts: tuple[int, int, int]) -> dict[str, Any]:
+    turn = golden["turn"]
+    calls = turn.get("tool_calls") or []
+    message = {"content": turn.get("content"), "reasoning": turn.get("reasoning_content")}
+    if calls:
+        message["tool_calls"] = [{**c, "type": "function"} for c in calls]
+    resp = completion(message, "tool_calls" if calls else "stop", provider=provider)
+    completion_shift, reasoning_shift, prompt_shift = shifts
+    reasoning = golden["output_ids"].index(THINK_END) + 1
+    resp["usage"] = {
+        "prompt_tokens": len(golden["prompt_ids"]) + prompt_shift,
+        "completion_tokens": len(golden["output_ids"]) + completion_shift,
+        "completion_tokens_details": {"reasoning_tokens": reasoning + reasoning_shift},
+        "cost": 0.0001,
+    }
+    return resp
+
+
+@pytest.mark.parametrize("prompt_from", ["counter", "training_sample"])
+def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences(
+    fake: FakeOpenRouter, tmp_path: Path, api_key: str, prompt_from: str
+) -> None:
+    goldens = golden_turns(2 * len(VARIANTS))
+    prompts, expected = [], {}
+    for i, golden in enumerate(goldens):
+        name = list(VARIANTS)[i % len(VARIANTS)]
+        provider, c_shift, r_shift, p_shift, flags = VARIANTS[name]
+        pid = f"{name}-{i}"
+        prompts.append({"id": pid, "messages": golden["messages"], "tools": golden["tools"]})
+        fake.script(golden["messages"][-1]["content"], Act(body=response_for(golden, provider, (c_shift, r_shift, p_shift))))
+        expected[pid] = (golden, provider, (c_shift, r_shift, p_shift), flags)
+    write_prompts(tmp_path / "prompts.jsonl", prompts)
+    config = GenerateConfig(
+        prompts=tmp_path / "prompts.jsonl",
+        output=tmp_path / "out.jsonl",
+        options=RequestOptions(model="moonshotai/kimi-k2.5"),
+        base_url=fake.base_url,
+        progress=False,
+        max_retries=0,
+        fsync=False,
+        training_sample=prompt_from == "training_sample",  # the prompt is then encoded by the rebuild itself
+    )
+    summary = run_generate(config, api_key)
+    rows = {r["id"]: r for r in read_rows(tmp_path / "out.jsonl")}
+    assert summary.ok == len(prompts) and set(rows) == set(expected)
+
+    for pid, (golden, provider, (c_shift, r_shift, p_shift), flags) in expected.items():
+        row = rows[pid]
+        assert row["output_ids"] == golden["output_ids"], pid  # the rebuild itself is exact
+        if prompt_from == "training_sample":
+            assert row["sample"]["input_ids"] == golden["prompt_ids"] + golden["output_ids"]
+        n_out, n_prompt = len(golden["output_ids"]), len(golden["prompt_ids"])
+        n_reasoning = golden["output_ids"].index(THINK_END) + 1
+        counts = row["token_counts"]
+        assert counts["completion_tokens"]["reported"] == n_out + c_shift and counts["completion_tokens"]["rebuilt"] == n_out
+        assert counts["prompt_tokens"]["reported"] == n_prompt + p_shift and counts["prompt_tokens"]["rebuilt"] == n_prompt
+        assert counts["reasoning_tokens"]["rebuilt"] == n_reasoning
+        usage_flags = [f for f in row["flags"] if f["code"].endswith("_tokens_mismatch")]
+        assert [f["code"] for f in usage_flags] == flags, pid
+        for f in usage_flags:
+            shift = {"completion_tokens_mismatch": c_shift, "prompt_tokens_mismatch": p_shift, "reasoning_tokens_mismatch": r_shift}[f["code"]]
+            assert f["delta"] == shift
+        name = pid.rsplit("-", 1)[0]
+        want = {"right": "exact", "no_stop": "without_stop", "with_eos": "with_eos", "off_by_3": None}.get(name, "exact")
+        assert counts["completion_tokens"]["convention"] == want, pid
+
+    report = summary.token_counts["providers"]
+    assert report["Exact Inc"]["agree_rate"] == 1.0
+    assert report["NoStop AI"]["fields"]["completion_tokens"]["conventions"] == {"without_stop": 2}
+    assert report["NoStop AI"]["fields"]["reasoning_tokens"]["conventions"] == {"without_stop": 2}
+    assert report["Eos Cloud"]["fields"]["completion_tokens"]["conventions"] == {"with_eos": 2}
+    assert report["Injector"]["agree"] == 0
+    assert report["Injector"]["fields"]["prompt_tokens"]["top_deltas"] == [{"delta": 7, "rows": 2}]
+    loose = report["Loose Ltd"]
+    assert (loose["rows"], loose["agree"]) == (4, 0)
+    assert {"delta": 3, "rows": 2} in loose["fields"]["completion_tokens"]["top_deltas"]
+    text = "\n".join(summary.lines())
+    assert "Exact Inc: 2/2 rows agree (100.0%)" in text and "Loose Ltd: 0/4 rows agree" in text
+
+
+def test_no_usage_check_leaves_rows_without_token_counts(fake: FakeOpenRouter, tmp_path: Path, api_key: str) -> None:
+    write_prompts(tmp_path / "prompts.jsonl", [{"id": "a", "messages": [{"role": "user", "content": "hi"}]}])
+    config = GenerateConfig(
+        prompts=tmp_path / "prompts.jsonl",
+        output=tmp_path / "out.jsonl",
+        options=RequestOptions(model="moonshotai/kimi-k2.5"),
+        base_url=fake.base_url,
+        progress=False,
+        check_usage=False,
+    )
+    summary = run_generate(config, api_key)
+    (row,) = read_rows(tmp_path / "out.jsonl")
+    assert "token_counts" not in row and not any(f["code"].endswith("_mismatch") for f in row["flags"])
+    assert summary.token_counts["providers"] == {} and summary.lines() == [summary.line()]

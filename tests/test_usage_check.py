@@ -1,0 +1,177 @@
+"""The usage check: a server's token counts against rebuilt ids, under each known counting convention.
+
+The oracle here is written independently of :mod:`kimi_recon.usage_check`: the counts a server may report
+for a finished turn of ``n`` ids are ``n`` (every id), ``n - 1`` (stop token not counted) and ``n + 1``
+(``[EOS]`` counted after it); for a turn cut by the length limit only ``n``; for the reasoning span (the
+ids through ``</think>``) ``m`` or ``m - 1``; for the prompt only its length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kimi_recon.profiles import get_profile
+from kimi_recon.usage_check import (
+    Convention,
+    TokenCounts,
+    check_token_counts,
+    check_with_profile,
+)
+from kimi_recon.usage_stats import TokenCountTally
+
+IM_END, EOS, THINK_END = 163586, 163585, 163607
+ordinary_ids = st.lists(st.integers(0, 163_583), max_size=40)
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> tuple[list[int], int | None, bool]:
+    """(output ids, reasoning span length or None, cut in reasoning) of a K2.5 turn: reasoning ids and
+    ``</think>`` (thinking on), content ids, ``<|im_end|>`` unless the turn was cut by the length limit."""
+    thinking = draw(st.booleans())
+    cut = draw(st.sampled_from([None, "reasoning", "content"] if thinking else [None, "content"]))
+    reasoning, content = draw(ordinary_ids), draw(ordinary_ids)
+    if cut == "reasoning":
+        return reasoning, len(reasoning), True
+    ids = (reasoning + [THINK_END] if thinking else []) + content
+    if cut is None:
+        ids.append(IM_END)
+    return ids, (len(reasoning) + 1 if thinking else 0), False
+
+
+def reported(draw: st.DrawFn, true_count: int) -> int:
+    """A count as some server reports it: under a convention, or off by a random delta."""
+    kind = draw(st.sampled_from(["exact", "without_stop", "with_eos", "random"]))
+    shift = {"exact": 0, "without_stop": -1, "with_eos": 1}.get(kind)
+    if shift is None:
+        shift = draw(st.integers(-50, 50))
+    return max(0, true_count + shift)
+
+
+@given(st.data(), turns())
+def test_completion_flag_appears_exactly_when_no_convention_explains_the_count(data: st.DataObject, turn: tuple[list[int], int | None, bool]) -> None:
+    ids, _, cut_in_reasoning = turn
+    count = reported(data.draw, len(ids))
+    finished = bool(ids) and ids[-1] == IM_END
+    allowed = {len(ids) - 1: "without_stop", len(ids): "exact", len(ids) + 1: "with_eos"} if finished else {len(ids): "exact"}
+
+    counts = check_with_profile({"completion_tokens": count}, ids, None, "kimi-k2.5", truncated_in="reasoning" if cut_in_reasoning else None)
+
+    check = counts.completion
+    assert check is not None and counts.prompt is None and counts.reasoning is None
+    assert (check.reported, check.rebuilt, check.delta) == (count, len(ids), count - len(ids))
+    assert check.agrees == (count in allowed)
+    assert (check.convention.value if check.convention else None) == allowed.get(count)
+    assert [f.code for f in counts.flags()] == ([] if count in allowed else ["completion_tokens_mismatch"])
+
+
+@given(st.data(), turns())
+def test_reasoning_flag_appears_exactly_when_no_convention_explains_the_span(data: st.DataObject, turn: tuple[list[int], int | None, bool]) -> None:
+    ids, span, cut_in_reasoning = turn
+    assert span is not None
+    count = reported(data.draw, span)
+    closed = THINK_END in ids
+    allowed = {span, span - 1} if closed else {span}
+    usage = {"completion_tokens": len(ids), "completion_tokens_details": {"reasoning_tokens": count}}
+
+    counts = check_with_profile(usage, ids, None, "kimi-k2.5", truncated_in="reasoning" if cut_in_reasoning else None)
+
+    assert counts.completion is not None and counts.completion.convention is Convention.EXACT
+    assert counts.reasoning is not None and counts.reasoning.rebuilt == span
+    assert counts.reasoning.agrees == (count in allowed)
+    assert counts.agrees == (count in allowed)
+    assert [f.code for f in counts.flags()] == ([] if count in allowed else ["reasoning_tokens_mismatch"])
+    if count == span - 1 and closed:
+        assert counts.reasoning.convention is Convention.WITHOUT_STOP
+
+
+@given(st.integers(0, 5000), st.integers(-20, 20))
+def test_prompt_count_agrees_only_when_equal(prompt_len: int, shift: int) -> None:
+    count = max(0, prompt_len + shift)
+    counts = check_token_counts({"prompt_tokens": count}, None, prompt_len, stop_id=IM_END, eos_id=EOS)
+    assert counts.prompt is not None and counts.completion is None
+    assert counts.prompt.agrees == (count == prompt_len)
+    assert [f.code for f in counts.flags()] == ([] if count == prompt_len else ["prompt_tokens_mismatch"])
+    assert counts.prompt.delta == count - prompt_len
+
+
+def test_stop_token_comes_from_the_profile() -> None:
+    # A format that ends its turns with another token (as K3 may with [EOS] alone): the profile says which.
+    eos_ended = replace(get_profile("kimi-k2.5"), name="eos-ended", stop_token_id=EOS, eos_token_id=None)
+    ids = [1, 2, 3, EOS]
+    assert check_with_profile({"completion_tokens": 3}, ids, None, eos_ended).completion.convention is Convention.WITHOUT_STOP  # type: ignore[union-attr]
+    assert not check_with_profile({"completion_tokens": 5}, ids, None, eos_ended).agrees  # no [EOS] convention there
+    assert not check_with_profile({"completion_tokens": 3}, ids, None, "kimi-k2.5").agrees  # K2.5 stops on <|im_end|>
+
+
+def test_figures_that_are_missing_or_not_counts_are_not_checked() -> None:
+    ids = [1, IM_END]
+    assert check_token_counts(None, ids, 5, stop_id=IM_END).checks == ()
+    usage = {"prompt_tokens": "10", "completion_tokens": True, "completion_tokens_details": {"reasoning_tokens": -1}}
+    assert check_token_counts(usage, ids, 5, stop_id=IM_END).checks == ()
+    assert check_token_counts({"completion_tokens": 2}, None, None, stop_id=IM_END).checks == ()
+    assert not TokenCounts().agrees  # nothing checked is not agreement
+
+
+def test_counts_survive_their_row_form() -> None:
+    usage = {"prompt_tokens": 12, "completion_tokens": 9, "completion_tokens_details": {"reasoning_tokens": 4}}
+    counts = check_token_counts(usage, [5, 6, THINK_END, 7, IM_END], 10, stop_id=IM_END, eos_id=EOS, think_end_id=THINK_END)
+    row = counts.to_dict()
+    assert row == {
+        "completion_tokens": {"reported": 9, "rebuilt": 5, "delta": 4, "convention": None},
+        "prompt_tokens": {"reported": 12, "rebuilt": 10, "delta": 2, "convention": None},
+        "reasoning_tokens": {"reported": 4, "rebuilt": 3, "delta": 1, "convention": None},
+    }
+    assert TokenCounts.from_dict(row) == counts
+    assert [(f.code, f.field) for f in counts.flags()] == [
+        ("completion_tokens_mismatch", "usage.completion_tokens"),
+        ("prompt_tokens_mismatch", "usage.prompt_tokens"),
+        ("reasoning_tokens_mismatch", "usage.completion_tokens_details.reasoning_tokens"),
+    ]
+    assert TokenCounts.from_dict({"completion_tokens": {"reported": 1, "rebuilt": 1, "convention": "bogus"}}) is None
+
+
+def test_tally_gives_agreement_share_conventions_and_common_deltas_per_provider() -> None:
+    tally = TokenCountTally(top=2)
+    ids = [1, 2, IM_END]
+
+    def add(provider: str | None, completion: int, prompt: int | None = None) -> None:
+        usage = {"completion_tokens": completion} | ({"prompt_tokens": prompt} if prompt is not None else {})
+        tally.add(provider, check_token_counts(usage, ids, 7, stop_id=IM_END, eos_id=EOS))
+
+    for _ in range(3):
+        add("A", 3, 7)  # exact
+    add("A", 2, 7)  # without_stop
+    add("A", 6, 7)  # +3: mismatch
+    add("B", 4)
+    add("B", 4)
+    add("B", 9)
+    add(None, 3)
+    tally.add("A", None)  # no usage: not a checked row
+    report = tally.to_dict()
+    assert report["rows_checked"] == 9 and report["rows_unchecked"] == 1
+    a = report["providers"]["A"]
+    assert (a["rows"], a["agree"], a["agree_rate"]) == (5, 4, 0.8)
+    assert a["fields"]["completion_tokens"]["conventions"] == {"exact": 3, "without_stop": 1}
+    assert a["fields"]["completion_tokens"]["top_deltas"] == [{"delta": 0, "rows": 3}, {"delta": -1, "rows": 1}]
+    assert a["fields"]["prompt_tokens"] == {"checked": 5, "agree": 5, "mismatch": 0, "conventions": {"exact": 5}, "top_deltas": [{"delta": 0, "rows": 5}], "other_deltas": 0}
+    b = report["providers"]["B"]
+    assert (b["rows"], b["agree"]) == (3, 2) and b["fields"]["completion_tokens"]["conventions"] == {"with_eos": 2}
+    assert report["providers"]["unknown"]["rows"] == 1
+    assert list(report["providers"]) == ["A", "B", "unknown"]  # most rows first
+    text = "\n".join(tally.lines())
+    assert "A: 4/5 rows agree (80.0%)" in text and "without_stop 1" in text
+
+
+def test_tally_memory_is_bounded_by_capped_counters() -> None:
+    tally = TokenCountTally()
+    for delta in range(2000):
+        tally.add(f"p{delta % 100}", check_token_counts({"completion_tokens": 10 + delta}, [1] * 10, None, stop_id=IM_END))
+    report = tally.to_dict()
+    assert len(report["providers"]) <= 65  # 64 named, the rest pooled under "other"
+    assert report["rows_checked"] == 2000
+    assert sum(p["rows"] for p in report["providers"].values()) == 2000
+    pooled = report["providers"]["other"]["fields"]["completion_tokens"]
+    assert pooled["checked"] == 720 and pooled["other_deltas"] == 720 - 256  # 256 distinct deltas kept
