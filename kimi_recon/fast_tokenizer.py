@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError, KimiReconError
 from .profiles import get_profile
-from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TOKENS, SpecialTokenRegistry
+from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
 from .tokenizer import KIMI_PAT_STR, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
 
 if TYPE_CHECKING:
@@ -117,14 +117,6 @@ def _vocab_and_merges(tokenizer: KimiTokenizer) -> tuple[dict[str, int], tuple[s
     return vocab, merges
 
 
-def special_tokens_for(profile: str) -> SpecialTokenRegistry:
-    """The special-token table (names and ``special`` flags of all 256 slots) of a chat profile."""
-    name = get_profile(profile).name
-    if name in ("kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct"):
-        return SPECIAL_TOKENS
-    raise InvalidInputError(f"no special-token table for profile {name!r}", field="profile")
-
-
 def _added_tokens(registry: SpecialTokenRegistry, num_base: int) -> list[dict[str, Any]]:
     slots = range(num_base, num_base + NUM_SPECIAL_SLOTS)
     missing = [i for i in slots if registry.get(i) is None]
@@ -157,7 +149,7 @@ def tokenizer_json(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | None =
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": _added_tokens(special_tokens_for(profile), len(vocab)) if added_tokens else [],
+        "added_tokens": _added_tokens(SpecialTokenRegistry.for_profile(profile), len(vocab)) if added_tokens else [],
         "normalizer": None,
         "pre_tokenizer": {
             "type": "Sequence",
@@ -203,7 +195,7 @@ def build_fast_tokenizer(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | 
 
 def tokenizer_config(profile: str = "kimi-k2.5") -> dict[str, Any]:
     """``tokenizer_config.json`` for ``transformers``: the generic fast class, no remote code."""
-    registry = special_tokens_for(profile)
+    registry = SpecialTokenRegistry.for_profile(profile)
     roles = {role: registry.text(tid) for role, tid in _ROLE_IDS.items()}
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from kimi_recon.fast_tokenizer import (
     export_tokenizer,
     official_encode_cuts,
 )
-from kimi_recon.render import render_assistant_turn
+from kimi_recon.k3_prompt import k3_prompt_segments
+from kimi_recon.render import render_assistant_turn, render_turn
+from kimi_recon.segments import Segment
 from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS
 
 K25_CONFIG = Path(__file__).parent.parent / "kimi_recon" / "data" / "k2.5" / "tokenizer_config.json"
@@ -156,6 +159,58 @@ def test_export_encodes_dev_turns_like_official(fast: tokenizers.Tokenizer, case
         assert not official_encode_cuts(case[field])
         assert _ids(fast, case[field]) == case[f"{field}_ids"]
         assert fast.decode(case[f"{field}_ids"], skip_special_tokens=False) == case[field]
+
+
+K3_DEV = read_jsonl(GOLDEN / "official-k3-dev" / "turns.jsonl") + read_jsonl(GOLDEN / "official-k3-dev" / "turns_adversarial.jsonl")
+
+
+@pytest.fixture(scope="session")
+def fast_k3(tok: KimiTokenizer) -> tokenizers.Tokenizer:
+    return build_fast_tokenizer("kimi-k3", tok)
+
+
+def _per_segment(fast: tokenizers.Tokenizer, ordinary: tokenizers.Tokenizer, segments: Sequence[Segment]) -> list[int]:
+    # As K3's tokenizer does: a control marker is one special id, every text piece ordinary text.
+    ids: list[int] = []
+    for seg in segments:
+        if seg.special:
+            marker_ids = _ids(fast, seg.text)
+            assert len(marker_ids) == 1
+            ids += marker_ids
+        elif seg.text:
+            ids += _ids(ordinary, seg.text)
+    return ids
+
+
+@pytest.mark.parametrize("case", K3_DEV, ids=[f"k3-{i}" for i in range(len(K3_DEV))])
+def test_k3_export_encodes_dev_turns_per_segment_like_official(
+    fast_k3: tokenizers.Tokenizer, fast_ordinary: tokenizers.Tokenizer, case: dict[str, Any]
+) -> None:
+    prompt = k3_prompt_segments(
+        case["messages"], case["tools"], thinking=case["thinking"], thinking_effort=case["thinking_effort"], tool_choice=case["tool_choice"]
+    )
+    output = render_turn(case["turn"], "kimi-k3", case["thinking"]).segments
+    assert _per_segment(fast_k3, fast_ordinary, prompt) == case["prompt_ids"]
+    assert _per_segment(fast_k3, fast_ordinary, output) == case["output_ids"]
+    assert fast_k3.decode(case["prompt_ids"] + case["output_ids"], skip_special_tokens=False) == case["prompt"] + case["output"]
+
+
+def test_k3_export_names_the_k3_slots(fast_k3: tokenizers.Tokenizer) -> None:
+    # K3 renamed 163586-163589 and reserved K2.5's <think>: that text is ordinary text in K3.
+    assert [fast_k3.token_to_id(t) for t in ("<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>")] == [163586, 163587, 163588, 163589]
+    assert fast_k3.token_to_id("<|reserved_token_163606|>") == 163606
+    assert 163606 not in _ids(fast_k3, "<think>") and fast_k3.token_to_id("<think>") is None
+    # <|open|> is not special (it survives skip_special_tokens); <|end_of_msg|> is.
+    assert fast_k3.decode([163587, 163586], skip_special_tokens=True) == "<|open|>"
+
+
+def test_k3_export_loads_in_transformers_with_k3_names(tmp_path: Path, tok: KimiTokenizer) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    export_tokenizer(tmp_path, "kimi-k3", tok)
+    hf = PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
+    assert hf.convert_ids_to_tokens([163586, 163587, 163649]) == ["<|end_of_msg|>", "<|open|>", "<osagent_mode>"]
+    assert "<|end_of_msg|>" in hf.all_special_tokens and "<|open|>" not in hf.all_special_tokens
 
 
 def test_code_points_split_like_tiktoken(fast_ordinary: tokenizers.Tokenizer, tok: KimiTokenizer) -> None:
