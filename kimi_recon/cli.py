@@ -147,6 +147,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_tokenizer(args: argparse.Namespace) -> int:
+    from .fast_tokenizer import export_tokenizer
+
+    result = export_tokenizer(args.directory, args.profile, _tokenizer(args), overwrite=args.overwrite)
+    print(f"wrote {', '.join(p.name for p in result.files)} ({result.profile}) to {result.directory}", file=sys.stderr)
+    return 0
+
+
 def _audit_input(args: argparse.Namespace) -> str:
     if args.sample:
         if args.input is not None:
@@ -250,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-flagged", action="store_true", help="send rows with any flag to the errors file")
     p.add_argument("--skip-truncated", action="store_true", help="send rows whose turn was cut (finish_reason length) to the errors file")
     p.set_defaults(func=cmd_export)
+
+    p = with_tokenizer(sub.add_parser("export-tokenizer", help="write a Hugging Face fast tokenizer (tokenizer.json) to DIR"))
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--profile", default="kimi-k2.5", help="whose special-token names to use: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, ...")
+    p.add_argument("--overwrite", action="store_true", help="replace tokenizer files already in DIR")
+    p.set_defaults(func=cmd_export_tokenizer)
 
     try:
         from .openrouter.cli import register
