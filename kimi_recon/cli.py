@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C while a command runs, so temporary outputs are removed and old ones stay."""
     import signal
 
@@ -240,7 +240,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             code: int = args.func(args)
     except (KimiReconError, OSError) as err:
         print(f"kimi-recon: error: {err}", file=sys.stderr)

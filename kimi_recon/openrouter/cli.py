@@ -206,8 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(argv)
+    from ..cli import sigterm_as_interrupt
+
     try:
-        code: int = args.func(args)
+        with sigterm_as_interrupt():  # a SIGTERM stops the run like Ctrl-C: rows written so far stay whole
+            code: int = args.func(args)
     except (KimiReconError, OSError) as err:
         print(f"kimi-recon: error: {err}", file=sys.stderr)
         return 2

@@ -159,7 +159,7 @@ def _count_prompt(prompt: Prompt, count: PromptCounter | None, secret: str) -> t
     try:
         return count(prompt), None
     except Exception as err:  # only this figure goes unchecked; the row is still made
-        return None, redact(f"{type(err).__name__}: {err}", secret)
+        return None, redact_text(f"{type(err).__name__}: {err}", secret)
 
 
 def _fetch_one(

@@ -142,3 +142,32 @@ def test_no_usage_check_leaves_rows_without_token_counts(fake: FakeOpenRouter, t
     (row,) = read_rows(tmp_path / "out.jsonl")
     assert "token_counts" not in row and not any(f["code"].endswith("_mismatch") for f in row["flags"])
     assert summary.token_counts["providers"] == {} and summary.lines() == [summary.line()]
+
+
+def test_a_prompt_that_cannot_be_counted_leaves_only_that_figure_unchecked(
+    fake: FakeOpenRouter, tmp_path: Path, api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kimi_recon.openrouter import rebuild
+
+    def failing_counter(**_: object) -> object:
+        def count(prompt: object) -> int:
+            raise ValueError(f"cannot render (server said {api_key})")
+
+        return count
+
+    monkeypatch.setattr(rebuild, "make_prompt_counter", failing_counter)
+    write_prompts(tmp_path / "prompts.jsonl", [{"id": "a", "messages": [{"role": "user", "content": "hi"}]}])
+    config = GenerateConfig(
+        prompts=tmp_path / "prompts.jsonl",
+        output=tmp_path / "out.jsonl",
+        options=RequestOptions(model="moonshotai/kimi-k2.5"),
+        base_url=fake.base_url,
+        progress=False,
+    )
+    summary = run_generate(config, api_key)
+    (row,) = read_rows(tmp_path / "out.jsonl")
+    assert summary.ok == 1 and row["status"] == "ok"
+    (unchecked,) = [f for f in row["flags"] if f["code"] == "prompt_tokens_unchecked"]
+    assert "ValueError: cannot render" in unchecked["message"] and api_key not in unchecked["message"]
+    assert "prompt_tokens" not in row["token_counts"] and "completion_tokens" in row["token_counts"]
+    assert api_key not in (tmp_path / "out.jsonl").read_text()
