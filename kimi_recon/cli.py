@@ -125,9 +125,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for path in (args.json, args.html):
         if path is not None and not is_stdio(path):
             print(f"wrote {path}", file=sys.stderr)
-    if args.min_exact is not None and report.exact_rate < args.min_exact:
-        print(f"FAIL: exact rate {report.exact_rate:.4f} is below --min-exact {args.min_exact}", file=sys.stderr)
+    # Unreadable records count against the rate: 1 exact record of 10 lines is 10%, not "1/1".
+    if args.min_exact is not None and report.exact_rate_of_all < args.min_exact:
+        print(
+            f"FAIL: exact rate {report.exact_rate_of_all:.4f} ({report.exact_count} of {report.total} records, "
+            f"{report.error_count} unreadable) is below --min-exact {args.min_exact}",
+            file=sys.stderr,
+        )
         return 1
+    return 0
+
+
+def cmd_export_tokenizer(args: argparse.Namespace) -> int:
+    from .fast_tokenizer import export_tokenizer
+
+    result = export_tokenizer(args.directory, args.profile, _tokenizer(args), overwrite=args.overwrite)
+    print(f"wrote {', '.join(p.name for p in result.files)} ({result.profile}) to {result.directory}", file=sys.stderr)
     return 0
 
 
@@ -191,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_format(with_tokenizer(sub.add_parser("audit", help="round-trip audit of responses against reference ids")))
     p.add_argument("input", nargs="?", help="JSONL file of records (response + reference ids), or - for stdin")
     p.add_argument("--sample", action="store_true", help="audit the bundled sample of official K2.5 dev conversations")
-    p.add_argument("--min-exact", type=float, default=None, help="exit 1 when the exact-match rate is below this (0..1)")
+    p.add_argument("--min-exact", type=_share, default=None, help="exit 1 when exact records are fewer than this share of all records, unreadable ones included (0..1)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
     p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")
@@ -208,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. {\"preserve_thinking\": true}) reach it as variables",
     )
     p.set_defaults(func=cmd_build_samples)
+
+    p = with_tokenizer(sub.add_parser("export-tokenizer", help="write a Hugging Face fast tokenizer (tokenizer.json) to DIR"))
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--profile", default="kimi-k2.5", help="whose special-token names to use: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, ...")
+    p.add_argument("--overwrite", action="store_true", help="replace tokenizer files already in DIR")
+    p.set_defaults(func=cmd_export_tokenizer)
 
     try:
         from .openrouter.cli import register
@@ -235,6 +254,17 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _share(text: str) -> float:
+    """A number from 0 to 1 (argparse exits 2 with this message otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
