@@ -58,7 +58,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 
 import tiktoken
 
-from benchmarks import baselines, compare_speed, corpus
+from benchmarks import baselines, compare_speed, corpus, scale
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_assistant_turn, render_turn
@@ -718,6 +718,17 @@ def bench_memory(cfg: Config, rep: Report, jsonl: Path, jsonl4: Path, n_records:
 # Corpus files
 
 
+def bench_training_rows(cfg: Config, rep: Report) -> None:
+    """The training-row build on the CLI pool, HF datasets and local Ray Data (benchmarks/scale.py)."""
+    n = 600 if cfg.quick else 100_000
+    rep.section(f"Training rows at scale: CLI pool, datasets.map, Ray Data ({n:,} records)")
+    data, lines, failures = scale.bench_scale(n, cfg.workers, cfg.quick)
+    for line in lines:
+        rep.line(line)
+    rep.data["scale"] = data
+    rep.failures.extend(failures)
+
+
 def perturb_ids(ids: list[int], tok: KimiTokenizer, rng: random.Random) -> list[int] | None:
     """The same bytes with one token split in two (a non-canonical BPE split), or None."""
     n = len(ids)
@@ -783,7 +794,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,generate,memory")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,generate,memory,scale")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -891,6 +902,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench_generate(cfg, rep)
         if "memory" not in cfg.skip:
             bench_memory(cfg, rep, jsonl, jsonl4, n_records)
+    if "scale" not in cfg.skip:
+        bench_training_rows(cfg, rep)
 
     rep.section("Targets")
     if cfg.quick:
