@@ -248,7 +248,7 @@ def _canonical_by_bytes(ids: list[int], tok: KimiTokenizer) -> bool:
         try:
             expected += tok.encode(data.decode("utf-8"))
         except UnicodeDecodeError:
-            expected += tok.encoding._encode_bytes(data)
+            expected += tok.encode_bytes(data)
     return expected == ids
 
 

@@ -110,7 +110,7 @@ def _chars(token: bytes) -> str:
 @functools.lru_cache(maxsize=2)
 def _vocab_and_merges(tokenizer: KimiTokenizer) -> tuple[dict[str, int], tuple[str, ...]]:
     # Derived once per loaded tokenizer (seconds for the 163k ranks).
-    ranks = tokenizer.encoding._mergeable_ranks
+    ranks = tokenizer.mergeable_ranks
     vocab = {_chars(token): rank for token, rank in sorted(ranks.items(), key=lambda kv: kv[1])}
     # Byte-level characters never include a space, so "left right" is unambiguous in every reader.
     merges = tuple(f"{_chars(a)} {_chars(b)}" for a, b in bpe_merges(ranks))

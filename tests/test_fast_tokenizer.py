@@ -74,7 +74,7 @@ def test_token_that_bpe_cannot_reach_is_refused() -> None:
 
 
 def test_every_kimi_token_is_one_merge_of_two_lower_ranked_tokens(tok: KimiTokenizer, export_dir: Path) -> None:
-    ranks = tok.encoding._mergeable_ranks
+    ranks = tok.mergeable_ranks
     to_byte = {ch: b for b, ch in byte_to_unicode().items()}
     exported = json.loads((export_dir / "tokenizer.json").read_text(encoding="utf-8"))["model"]["merges"]
     merges = [tuple(bytes(to_byte[ch] for ch in part) for part in m.split(" ")) for m in exported]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from conftest import GOLDEN, OFFICIAL, read_jsonl
 from kimi_recon import InvalidInputError, KimiTokenizer, TokenizerLoadError, load_tokenizer
 from kimi_recon.special_tokens import SPECIAL_TOKENS
-from kimi_recon.tokenizer import official_chunks
+from kimi_recon.tokenizer import KIMI_PAT_STR, official_chunks
 
 
 def _vector_cases() -> list[Any]:
@@ -272,8 +272,8 @@ def test_encode_with_the_specials_present_equals_encode(tok: KimiTokenizer, part
 
 def test_encode_with_specials_falls_back_for_unscannable_tables(tok: KimiTokenizer) -> None:
     odd = tiktoken.Encoding(
-        name="odd", pat_str=tok.encoding._pat_str, mergeable_ranks=tok.encoding._mergeable_ranks,
-        special_tokens={**tok.encoding._special_tokens, "@@stop@@": 163840},
+        name="odd", pat_str=KIMI_PAT_STR, mergeable_ranks=dict(tok.mergeable_ranks),
+        special_tokens={**tok.special_tokens, "@@stop@@": 163840},
     )
     other = KimiTokenizer(odd, source="odd")
     assert other.encode_with_specials("a@@stop@@", set()) == other.encode("a@@stop@@") == [64, 163840]
