@@ -23,6 +23,8 @@ hurts both sides alike):
    (target: ratio >= 0.9; :mod:`benchmarks.generate_bench`);
 5d. writing a ``generate`` row with the key search (``encode_row``) against serialising alone and against the
    old per-value redaction walk (target: <= 1.25x the floor; :mod:`benchmarks.row_write`);
+5e. ``kimi-recon --help`` and ``import kimi_recon`` in fresh processes against ``python -c pass``
+   (target: --help <= 3x; :mod:`benchmarks.startup`);
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
 
@@ -624,6 +626,19 @@ def bench_row_write(cfg: Config, rep: Report) -> None:
     rep.data["row_write"] = result
 
 
+def bench_startup(cfg: Config, rep: Report) -> None:
+    """``kimi-recon --help`` and ``import kimi_recon`` against a bare interpreter (see :mod:`benchmarks.startup`)."""
+    rep.section("start-up: the command line and the package import")
+    from benchmarks import startup
+
+    result = startup.measure(3 if cfg.quick else cfg.rounds)
+    rep.table(["command", "best ms"], [[name, f"{s * 1000:.1f}"] for name, s in result["best_s"].items()])
+    rep.line(f"import kimi_recon / python -c pass: {result['import_ratio']:.2f}x, best of {result['rounds']} interleaved rounds")
+    ratio = result["help_ratio"]
+    rep.target("kimi-recon --help / python -c pass", ratio, f"<= {startup.TARGET_RATIO}", ratio <= startup.TARGET_RATIO, "x")
+    rep.data["startup"] = result
+
+
 def run_probe(args: list[str]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
     if proc.returncode != 0:
@@ -809,7 +824,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,generate,rowwrite,memory,scale")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,generate,rowwrite,startup,memory,scale")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -917,6 +932,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench_generate(cfg, rep)
         if "rowwrite" not in cfg.skip:
             bench_row_write(cfg, rep)
+        if "startup" not in cfg.skip:
+            bench_startup(cfg, rep)
         if "memory" not in cfg.skip:
             bench_memory(cfg, rep, jsonl, jsonl4, n_records)
     if "scale" not in cfg.skip:
