@@ -17,6 +17,10 @@ hurts both sides alike):
 4. dataset mode on all cores against one core (target >= 1.7x on 2 cores), next to the machine's own
    ceiling (raw encode on N processes against one) and the core's (``reconstruct_output_ids``);
 5. tokenizer load time (target < 0.5 s), in fresh processes;
+5b. ``compare_ids`` on long unrelated texts against one encode of the same texts
+   (:mod:`benchmarks.compare_speed`; target: 1M ids against 1M ids in < 2 s, full mode);
+5c. ``generate`` rows/s against a zero-latency loopback server with and without the usage check
+   (target: ratio >= 0.9; :mod:`benchmarks.generate_bench`);
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
 7. Kimi-K3 and the per-profile encoders against raw tiktoken (:mod:`benchmarks.k3`; K3 target >= 1.0x);
@@ -55,12 +59,12 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 
 import tiktoken
 
-from benchmarks import baselines, corpus
+from benchmarks import baselines, compare_speed, corpus
 from benchmarks import k3 as k3_bench
 from kimi_recon import KimiTokenizer, load_tokenizer
-from kimi_recon.models import AssistantTurn
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_assistant_turn, render_turn
+from kimi_recon.responses import as_turn
 from kimi_recon.special_tokens import special_texts_in
 from kimi_recon.tokenizer import MAX_ENCODE_CHARS, MAX_RUN_CHARS, official_chunks
 
@@ -377,7 +381,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
     rep.md.append("\n```text\n" + top + "\n```\n")
 
     # The stages of reconstruct_output_ids, each timed alone on the same turns.
-    turns = [AssistantTurn.from_message(m) for m in msgs]
+    turns = [as_turn(m) for m in msgs]
     rendered = [render_turn(t) for t in turns]
     pairs = [(r.text, r.special_texts) for r in rendered]
     fields = [s.text for r in rendered for s in r.segments if s.field is not None]
@@ -389,7 +393,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
     parts: dict[str, Callable[[], object]] = {
         "raw encode, allowed_special='all' (the floor)": _consume(lambda t: enc.encode(t, allowed_special="all"), texts),
         "reconstruct_output_ids (end to end)": _consume(lambda m: reconstruct_output_ids(m, tok), msgs),
-        "1. AssistantTurn.from_message": _consume(AssistantTurn.from_message, msgs),
+        "1. responses.as_turn (the one turn parser)": _consume(as_turn, msgs),
         "2. render_turn (incl. special_texts_in)": _consume(render_turn, turns),
         "3. KimiTokenizer.encode_with_specials(text, special_texts)": _consume(lambda tp: tok.encode_with_specials(*tp), pairs),
         "   1 -> 2 -> 3 in one loop (with the text join)": _consume(_stages, [(m, tok) for m in msgs]),
@@ -448,7 +452,7 @@ def bench_k3(cfg: Config, rep: Report, records: Sequence[Record]) -> None:
 def _stages(args: tuple[Record, KimiTokenizer]) -> list[int]:
     """What reconstruct_output_ids does for a plain turn, stage by stage (no logprobs, no Reconstruction)."""
     msg, tok = args
-    rendered = render_turn(AssistantTurn.from_message(msg))
+    rendered = render_turn(as_turn(msg))
     return tok.encode_with_specials(rendered.text, rendered.special_texts)
 
 
@@ -604,6 +608,30 @@ def bench_parallel(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequen
 # 5-6. Fresh-process probes
 
 
+def bench_generate(cfg: Config, rep: Report) -> None:
+    """What the usage check costs ``generate`` (see :mod:`benchmarks.generate_bench`)."""
+    rep.section("generate: the usage check's cost")
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        rep.line("the openrouter extra (openai) is not installed; skipped")
+        return
+    from benchmarks import generate_bench
+
+    result = generate_bench.measure(40 if cfg.quick else 300, cfg.rounds, cfg.seed)
+    rows_s, cpu = result["rows_per_s"], result["cpu_ms_per_row"]
+    rep.table(
+        ["setting", "rows/s", "CPU ms per row (this process)"],
+        [[name, f"{rows_s[name]:.1f}", f"{cpu[name]:.2f}"] for name in ("without check", "with check")],
+    )
+    rep.line(f"{result['prompts']} prompts, concurrency {result['concurrency']}, zero-latency loopback server in its own process, best of {result['rounds']} rounds")
+    ratio = result["ratio"]
+    rep.target("generate rows/s with the usage check / without", ratio, f">= {generate_bench.TARGET_RATIO}", ratio >= generate_bench.TARGET_RATIO, "x")
+    if result["rows_checked"]["with check"] != result["prompts"]:
+        rep.failures.append(f"the usage check ran on {result['rows_checked']['with check']} of {result['prompts']} generate rows")
+    rep.data["generate"] = result
+
+
 def run_probe(args: list[str]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
     if proc.returncode != 0:
@@ -628,6 +656,21 @@ def bench_load(cfg: Config, rep: Report) -> None:
     rep.line(f"load_tokenizer() median {med:.3f} s (target < {TARGET_LOAD_S} s): {'met' if med < TARGET_LOAD_S else 'MISSED'}")
     rep.target("tokenizer load time (median)", med, f"< {TARGET_LOAD_S} s", med < TARGET_LOAD_S, "s")
     rep.data["load"] = {"runs": runs, "median_load_s": med, "best_load_s": min(loads)}
+
+
+def bench_compare(cfg: Config, rep: Report, tok: KimiTokenizer) -> None:
+    n_ids = 100_000 if cfg.quick else compare_speed.TARGET_IDS
+    rep.section(f"compare_ids on long texts: {n_ids:,} ids against {n_ids:,}, against one encode of the same texts")
+    results = compare_speed.measure(tok, n_ids, 2 if cfg.quick else 3, cfg.seed)
+    rep.table(compare_speed.HEADERS, compare_speed.table_rows(results))
+    unrelated = results[0]["compare_s"]
+    if n_ids >= compare_speed.TARGET_IDS:
+        goal = f"< {compare_speed.TARGET_S} s"
+        rep.line(f"unrelated turns: {unrelated:.2f} s ({goal}): {'met' if unrelated < compare_speed.TARGET_S else 'MISSED'}")
+        rep.target("compare_ids, 1M ids against 1M unrelated", unrelated, goal, unrelated < compare_speed.TARGET_S, "s")
+    if any(r["kind"] != "text_mismatch" for r in results):
+        rep.failures.append(f"compare_ids: every compare_speed case differs in text, got {[r['kind'] for r in results]}")
+    rep.data["compare"] = results
 
 
 def _mb(v: float | None) -> object:
@@ -763,7 +806,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,profile,parallel,load,memory")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,profile,parallel,load,compare,generate,memory")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -867,6 +910,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.collect()
         if "load" not in cfg.skip:
             bench_load(cfg, rep)
+        if "compare" not in cfg.skip:
+            bench_compare(cfg, rep, tok)
+        if "generate" not in cfg.skip:
+            bench_generate(cfg, rep)
         if "memory" not in cfg.skip:
             bench_memory(cfg, rep, jsonl, jsonl4, n_records)
 

@@ -79,6 +79,10 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
 
     _check_files(args, [("--output", args.output)])
     tok = _tokenizer(args)
+    template = None
+    if args.chat_template is not None:
+        with open(args.chat_template, encoding="utf-8") as f:  # read before the output is touched
+            template = f.read()
 
     def rows() -> Iterator[dict[str, Any]]:
         for line, record in iter_jsonl(args.input):
@@ -86,7 +90,7 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
                 yield {"line": line, "id": None, "error": str(record)}
                 continue
             try:
-                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking)
+                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking, template=template)
             except KimiReconError as err:  # a record's failure is a row, never a stopped run
                 yield {"line": line, "id": record_id(record), "error": str(err)}
             except Exception as err:  # noqa: BLE001 - e.g. RecursionError on ~900-deep tools: still a row
@@ -98,26 +102,43 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from ._report_io import check_distinct_outputs, write_reports
     from .dataset import audit_dataset
 
-    _check_files(args, [("--json", args.json)])
+    args.input = _audit_input(args)
+    _check_files(args, [("--json", args.json), ("--html", args.html)])
+    check_distinct_outputs([("--json", args.json), ("--html", args.html)])
     report = audit_dataset(
         args.input,
         _tokenizer(args),
         profile=args.profile,
         thinking=not args.no_thinking,
         workers=args.workers,
+        worst=args.html_examples,
     )
-    # With --json -, stdout carries the JSON alone and the readable summary goes to stderr.
-    print(report.summary(), file=sys.stderr if args.json is not None and is_stdio(args.json) else sys.stdout)
-    if args.json:
-        with atomic_output(args.json, "--json") as f:
-            json.dump(report.to_dict(), f, ensure_ascii=False, indent=2)
-            f.write("\n")
+    # With --json - (or --html -), stdout carries that report alone and the readable summary goes to stderr.
+    to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
+    print(report.summary(), file=sys.stderr if to_stdout else sys.stdout)
+    write_reports(report, json_path=args.json, html_path=args.html)
+    for path in (args.json, args.html):
+        if path is not None and not is_stdio(path):
+            print(f"wrote {path}", file=sys.stderr)
     if args.min_exact is not None and report.exact_rate < args.min_exact:
         print(f"FAIL: exact rate {report.exact_rate:.4f} is below --min-exact {args.min_exact}", file=sys.stderr)
         return 1
     return 0
+
+
+def _audit_input(args: argparse.Namespace) -> str:
+    if args.sample:
+        if args.input is not None:
+            raise InvalidInputError("give an input file or --sample, not both", field="input")
+        from ._sample import sample_path
+
+        return str(sample_path())
+    if args.input is None:
+        raise InvalidInputError("is missing: give a JSONL file of records (- for stdin), or --sample for the bundled one", field="input")
+    return str(args.input)
 
 
 def _version() -> str:
@@ -166,15 +187,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_reconstruct)
 
     p = with_format(with_tokenizer(sub.add_parser("audit", help="round-trip audit of responses against reference ids")))
-    p.add_argument("input", help="JSONL file, or - for stdin")
+    p.add_argument("input", nargs="?", help="JSONL file of records (response + reference ids), or - for stdin")
+    p.add_argument("--sample", action="store_true", help="audit the bundled sample of official K2.5 dev conversations")
     p.add_argument("--min-exact", type=float, default=None, help="exit 1 when the exact-match rate is below this (0..1)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
+    p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")
+    p.add_argument("--html-examples", type=int, default=20, metavar="N", help="worst records shown token by token (default 20)")
     p.set_defaults(func=cmd_audit)
 
     p = with_format(with_tokenizer(sub.add_parser("build-samples", help="conversations + responses -> EAGLE-3 training rows")))
     p.add_argument("input", help="JSONL file, or - for stdin")
     p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
+    p.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="render prompts with this Jinja chat template instead of the profile's; a record's template_kwargs "
+        "(e.g. {\"preserve_thinking\": true}) reach it as variables",
+    )
     p.set_defaults(func=cmd_build_samples)
 
     try:
@@ -187,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C while a command runs, so temporary outputs are removed and old ones stay."""
     import signal
 
@@ -208,7 +238,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             code: int = args.func(args)
     except (KimiReconError, OSError) as err:
         print(f"kimi-recon: error: {err}", file=sys.stderr)

@@ -28,7 +28,6 @@ import dataclasses
 import functools
 import heapq
 import json
-import numbers
 import os
 import sys
 import time
@@ -40,12 +39,14 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from . import responses
+from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally
 from ._io import open_input
 from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
+from .record_options import OPTION_KEYS, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 from .usage_stats import TokenCountTally, report_lines
@@ -200,6 +201,8 @@ class DatasetAudit:
     Rates are over ``compared`` (records that were compared, errors excluded); ``error_rate`` is over
     ``total``. ``errors`` lists the first ``max_errors`` malformed records; ``error_count`` counts all.
     ``examples`` maps each non-exact kind found to its worst records (largest ``diff_size`` first).
+    ``breakdown`` (from :func:`audit_dataset`) holds where first differences fall and the worst records overall,
+    for :meth:`to_html`; :meth:`to_dict` includes it.
     """
 
     total: int
@@ -214,6 +217,7 @@ class DatasetAudit:
     elapsed: float = field(default=0.0, compare=False)
     #: The usage check per provider (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
     token_counts: Mapping[str, Any] = field(default_factory=dict)
+    breakdown: AuditBreakdown | None = None  # first-difference histogram and worst records, for reports
 
     @property
     def compared(self) -> int:
@@ -239,6 +243,11 @@ class DatasetAudit:
     @property
     def benign_rate(self) -> float:
         return self.benign_count / self.compared if self.compared else 0.0
+
+    @property
+    def exact_rate_of_all(self) -> float:
+        """Exact records out of all records, unreadable ones included (0.0 when there are none)."""
+        return self.exact_count / self.total if self.total else 0.0
 
     @property
     def error_rate(self) -> float:
@@ -284,6 +293,12 @@ class DatasetAudit:
     def __str__(self) -> str:
         return self.summary()
 
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page, rendered from :meth:`to_dict` (no network, no script)."""
+        from ._report_io import report_html
+
+        return report_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form."""
         return {
@@ -304,6 +319,8 @@ class DatasetAudit:
             "thinking": self.thinking,
             "elapsed_seconds": self.elapsed,
             "token_counts": dict(self.token_counts),
+            "exact_rate_of_all": self.exact_rate_of_all,
+            **(self.breakdown.to_dict() if self.breakdown is not None else {}),
         }
 
 
@@ -369,11 +386,10 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
     """
     field, response = response_of(rec)
-    offset = rec.get("call_index_offset")  # checked by _options; here it only feeds the turn's metadata
-    offset = int(offset) if isinstance(offset, numbers.Integral) and not isinstance(offset, bool) else 0
+    offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
     return responses.turn_from_response(
         response,
-        call_index_offset=max(offset, 0),
+        call_index_offset=offset,
         field=field,
         finish_reason=rec.get("finish_reason", "stop"),
         logprobs=rec.get("logprobs"),
@@ -393,23 +409,14 @@ def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
     return _tokenizer_from_source(None if tokenizer is None else os.fspath(tokenizer))
 
 
+#: The options a record may set for reconstruction (it has no prompt: tools and template options are not read).
+_RECONSTRUCT_OPTIONS = ("profile", "thinking", "call_index_offset")
+
+
 def _options(record: Mapping[str, Any], profile: str, thinking: bool) -> tuple[str, bool, int]:
-    """The record's profile, thinking and call_index_offset (numpy scalars from Arrow/Ray batches accepted)."""
-    rec_profile = record.get("profile")
-    rec_profile = profile if rec_profile is None else rec_profile
-    get_profile(rec_profile)  # raises naming the field
-    rec_thinking = record.get("thinking")
-    if rec_thinking is None:
-        rec_thinking = thinking
-    elif not isinstance(rec_thinking, bool):
-        if getattr(getattr(rec_thinking, "dtype", None), "kind", None) != "b":  # numpy booleans are fine
-            raise InvalidInputError(f"must be true or false, got {rec_thinking!r:.40}", field="thinking")
-        rec_thinking = bool(rec_thinking)
-    offset = record.get("call_index_offset")
-    offset = 0 if offset is None else offset
-    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral) or offset < 0:
-        raise InvalidInputError(f"must be a non-negative integer, got {offset!r:.40}", field="call_index_offset")
-    return str(rec_profile), rec_thinking, int(offset)
+    """The record's profile, thinking and call_index_offset, read by :func:`kimi_recon.record_options.parse_options`."""
+    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS)
+    return options.profile.name, options.thinking, options.call_index_offset or 0
 
 
 def _as_record(record: object, line: int | None) -> Mapping[str, Any]:
@@ -500,10 +507,16 @@ def record_token_counts(
     if prompt_len is None and reported_counts(usage)[0] is not None:
         messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
         if isinstance(messages, list):
-            from .training import render_prompt
+            from .training import encode_prompt
 
             try:
-                prompt_len = len(tokenizer.encode(render_prompt(messages, rec.get("tools"), profile, thinking, tokenizer)))
+                opts = parse_options(rec, profile=profile, thinking=thinking)
+                prompt_len = len(
+                    encode_prompt(
+                        messages, opts.tools, opts.profile, opts.thinking, tokenizer, template_kwargs=opts.template_kwargs,
+                        thinking_effort=opts.thinking_effort, tool_choice=opts.tool_choice,
+                    )
+                )
             except (InvalidInputError, TypeError, ValueError):
                 unchecked = (f"{PROMPT}_unchecked",)
         elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
@@ -671,7 +684,7 @@ def _items(records: RecordsArg) -> Iterator[_Item]:
 _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
      "choices", "role", "content", "reasoning_content", "reasoning", "tool_calls",
-     "usage", "provider", "messages", "tools", "prompt_ids"}  # the usage check's
+     "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS}  # the usage check's
 )
 
 
@@ -776,7 +789,7 @@ def reconstruct_records(
 class _Tally:
     """Counters and bounded examples: memory does not grow with the number of records."""
 
-    def __init__(self, examples: int, max_errors: int) -> None:
+    def __init__(self, examples: int, max_errors: int, worst: int = DEFAULT_WORST) -> None:
         self.total = 0
         self.counts: Counter[str] = Counter({k: 0 for k in KINDS})
         self.error_count = 0
@@ -787,6 +800,7 @@ class _Tally:
         self.heaps: dict[str, list[tuple[int, int, RecordResult]]] = {}
         self.examples = examples
         self.max_errors = max_errors
+        self.breakdown = BreakdownTally(worst)
 
     def add(self, result: RecordResult) -> None:
         self.total += 1
@@ -809,6 +823,7 @@ class _Tally:
                 heapq.heappush(heap, entry)
             elif entry[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, entry)
+        self.breakdown.add(result)
 
     def freeze(self, profile: str, thinking: bool, elapsed: float) -> DatasetAudit:
         examples: dict[str, tuple[RecordResult, ...]] = {
@@ -828,6 +843,7 @@ class _Tally:
             thinking=thinking,
             elapsed=elapsed,
             token_counts=self.token_counts.to_dict(),
+            breakdown=self.breakdown.freeze(),
         )
 
 
@@ -843,11 +859,13 @@ def audit_dataset(
     examples: int = 5,
     max_errors: int = 100,
     chunk_size: int = 64,
+    worst: int = DEFAULT_WORST,
 ) -> DatasetAudit:
     """Audit every record of a JSONL file (a ``str`` or path) or an iterable of records (see the module doc).
 
     Streams in constant memory (only counters, the first ``max_errors`` errors and the ``examples`` worst
-    records of each non-exact kind are kept). ``workers`` > 1 (None or 0: all cores) spreads chunks of
+    records of each non-exact kind are kept, and for reports a fixed-size histogram of where first differences
+    fall and the ``worst`` worst records: see :attr:`DatasetAudit.breakdown`). ``workers`` > 1 (None or 0: all cores) spreads chunks of
     ``chunk_size`` records over a process pool, at most ``4 * workers`` chunks in flight, the tokenizer
     loaded once per worker; the result is the same as with ``workers=1``. ``progress`` None shows a
     tqdm bar when stderr is a terminal. No record is dropped: a malformed one is counted as an error
@@ -861,7 +879,7 @@ def audit_dataset(
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, use_logprobs)
-    tally = _Tally(examples, max_errors)
+    tally = _Tally(examples, max_errors, worst)
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:
         for result in _stream(records, _audit_chunk, job, tok, n, chunk_size):

@@ -18,6 +18,10 @@ class TokenizerLoadError(KimiReconError):
     """A tokenizer directory, file or object could not be loaded, or is not a known Kimi tokenizer."""
 
 
+class BundledDataError(KimiReconError):
+    """A data file shipped in the package is missing or is not the file that was shipped (its sha256 differs)."""
+
+
 class UnknownSpecialTokenError(KimiReconError, KeyError):
     """A special-token text or id is not in the registry."""
 

@@ -25,7 +25,7 @@ from .k3 import (
     xtml_type,
     xtml_value,
 )
-from .models import content_text
+from .responses import content_text
 from .segments import Segment, marker
 
 #: The thinking efforts the official renderer accepts (its message text also names ``medium``, which it refuses).

@@ -1,4 +1,8 @@
-"""Frozen data classes for what an API gives back: an assistant turn and its tool calls."""
+"""Frozen data classes for what an API gives back: an assistant turn and its tool calls.
+
+Data only: every shape a turn arrives in (a message, a chat completion, a choice, an SDK object, a
+dataset record) is read by one parser, :func:`kimi_recon.responses.turn_from_response`.
+"""
 
 from __future__ import annotations
 
@@ -102,97 +106,6 @@ class AssistantTurn:
     def truncated(self) -> bool:
         """True when the server stopped the turn at its length limit (no ``<|im_end|>`` was generated)."""
         return self.finish_reason == "length"
-
-    @classmethod
-    def from_message(
-        cls, message: Mapping[str, Any], *, finish_reason: str | None = "stop", sample: object = None
-    ) -> AssistantTurn:
-        """Build a turn from an OpenAI-format assistant message dict.
-
-        Reads ``content`` (string, list of text parts, or null), ``reasoning_content`` or ``reasoning``,
-        and ``tool_calls`` (``id``, ``function.name``, ``function.arguments``). A message may carry its own
-        ``finish_reason`` (as some dumps do); it wins over the argument.
-        """
-        try:
-            return _turn_from_message(cls, message, finish_reason)
-        except InvalidTurnError as err:
-            raise err.with_sample(sample) from None
-
-
-def content_text(content: Any, field_name: str = "content") -> str | None:
-    """The text of an OpenAI ``content`` value: a string, a list of text parts, or None.
-
-    Non-text parts (images, audio) cannot appear in generated text, so they are an error, not skipped.
-    """
-    if content is None or isinstance(content, str):
-        return content
-    if not isinstance(content, Sequence):
-        raise InvalidTurnError(f"must be a string, a list of parts or null, got {type(content).__name__}", field=field_name)
-    pieces = []
-    for i, part in enumerate(content):
-        where = f"{field_name}[{i}]"
-        if isinstance(part, str):
-            pieces.append(part)
-            continue
-        if not isinstance(part, Mapping):
-            raise InvalidTurnError(f"must be a content part object, got {type(part).__name__}", field=where)
-        kind = part.get("type", "text")
-        if kind not in ("text", "output_text"):
-            raise InvalidTurnError(f"has type {kind!r}; an assistant turn can only hold text parts", field=where)
-        text = part.get("text")
-        if not isinstance(text, str):
-            raise InvalidTurnError(f"text part has no string 'text', got {type(text).__name__}", field=where)
-        pieces.append(text)
-    return "".join(pieces)
-
-
-def _turn_from_message(cls: type[AssistantTurn], message: Mapping[str, Any], finish_reason: str | None) -> AssistantTurn:
-    if not isinstance(message, Mapping):
-        raise InvalidTurnError(f"must be a message object, got {type(message).__name__}", field="message")
-    role = message.get("role", "assistant")
-    if role != "assistant":
-        raise InvalidTurnError(f"must be 'assistant', got {role!r}", field="role")
-    content = content_text(message.get("content"))
-    reasoning = message.get("reasoning_content")
-    reasoning_field = "reasoning_content"
-    if reasoning is None:
-        reasoning, reasoning_field = message.get("reasoning"), "reasoning"
-    if reasoning is not None and not isinstance(reasoning, str):
-        raise InvalidTurnError(f"must be a string or null, got {type(reasoning).__name__}", field=reasoning_field)
-    raw_calls = message.get("tool_calls") or []
-    if not isinstance(raw_calls, Sequence) or isinstance(raw_calls, (str, bytes)):
-        raise InvalidTurnError(f"must be a list, got {type(raw_calls).__name__}", field="tool_calls")
-    calls = tuple(tool_call_from_dict(raw, i) for i, raw in enumerate(raw_calls))
-    return cls(
-        reasoning=reasoning,
-        content=content,
-        tool_calls=calls,
-        finish_reason=message.get("finish_reason", finish_reason),
-    )
-
-
-def tool_call_from_dict(raw: Any, index: int) -> ToolCall:
-    """A :class:`ToolCall` from an OpenAI ``tool_calls[index]`` entry, naming the field on error."""
-    where = f"tool_calls[{index}]"
-    if not isinstance(raw, Mapping):
-        raise InvalidTurnError(f"must be an object, got {type(raw).__name__}", field=where)
-    function = raw.get("function")
-    if not isinstance(function, Mapping):
-        raise InvalidTurnError("has no 'function' object", field=f"{where}.function")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidTurnError(f"must be a non-empty string, got {name!r}", field=f"{where}.function.name")
-    arguments = function.get("arguments", "")
-    if arguments is None:
-        arguments = ""
-    if not isinstance(arguments, (str, Mapping)):
-        raise InvalidTurnError(
-            f"must be a JSON string or an object, got {type(arguments).__name__}", field=f"{where}.function.arguments"
-        )
-    call_id = raw.get("id")
-    if call_id is not None and not isinstance(call_id, str):
-        raise InvalidTurnError(f"must be a string, got {type(call_id).__name__}", field=f"{where}.id")
-    return ToolCall(id=call_id or None, name=name, arguments=arguments)
 
 
 @dataclass(frozen=True)

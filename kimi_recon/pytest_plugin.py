@@ -48,9 +48,11 @@ def kimi_special_tokens_audit(kimi_tokenizer: KimiTokenizer) -> Callable[..., No
 
 
 @pytest.fixture()
-def kimi_roundtrip_audit(kimi_tokenizer: KimiTokenizer) -> Callable[..., DatasetAudit]:
+def kimi_roundtrip_audit(kimi_tokenizer: KimiTokenizer, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., DatasetAudit]:
     """Call it with a JSONL path or records (response + reference ids); it fails the test below ``min_exact``
-    (default 1.0) or ``min_benign`` (exact or non-canonical BPE), or when any record is malformed."""
+    (default 1.0) or ``min_benign`` (exact or non-canonical BPE), or when any record is malformed. A failure
+    writes the HTML and JSON reports to a temporary folder and names them in its message."""
+    from ._report_io import write_reports
     from .dataset import audit_dataset
 
     def run(
@@ -70,7 +72,11 @@ def kimi_roundtrip_audit(kimi_tokenizer: KimiTokenizer) -> Callable[..., Dataset
         if report.errors and not allow_errors:
             failures.append(f"{len(report.errors)} malformed record(s)")
         if failures:
-            pytest.fail("; ".join(failures) + "\n" + report.summary(), pytrace=False)
+            folder = tmp_path_factory.mktemp("kimi-audit")
+            html, json_path = folder / "report.html", folder / "report.json"
+            write_reports(report, json_path=json_path, html_path=html)
+            where = f"report: {html} (JSON: {json_path})"
+            pytest.fail("; ".join(failures) + f"; {where}\n" + report.summary() + f"\n{where}", pytrace=False)
         return report
 
     return run

@@ -14,6 +14,7 @@ from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
 from .render import RenderedTurn, render_turn
+from .responses import as_turn
 from .segments import encode_segments, marker_ids
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
 
@@ -74,7 +75,7 @@ def encode_rendered(
 
 
 def reconstruct_output_ids(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | str | Any,
     tokenizer: KimiTokenizer | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
@@ -86,6 +87,9 @@ def reconstruct_output_ids(
 ) -> Reconstruction:
     """The token ids the model generated for ``turn``, starting right after the generation prompt.
 
+    ``turn`` is an :class:`AssistantTurn` or anything :func:`~kimi_recon.responses.turn_from_response`
+    reads (a message, a choice or a chat completion: dict, JSON text or ``openai`` object), read as a
+    stored response (``lenient=True``).
     :func:`render_assistant_turn`'s segments encoded as the profile's official tokenizer does, with
     ``tokenizer`` (default: the bundled one of the profile): one encode of the text for the K2.x
     profiles, segment by segment for ``kimi-k3``. When the turn carries logprobs that agree with the
@@ -96,8 +100,7 @@ def reconstruct_output_ids(
     """
     prof = get_profile(profile)
     tok = tokenizer_for_profile(tokenizer, prof)
-    if not isinstance(turn, AssistantTurn):
-        turn = AssistantTurn.from_message(turn)
+    turn = as_turn(turn)
     rendered = render_turn(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
     flags = list(rendered.flags)
     ids = encode_rendered(rendered, tok, special_text, prof)

@@ -14,7 +14,8 @@ from typing import Any
 from .errors import InvalidInputError
 from .k3 import render_k3_turn
 from .models import AssistantTurn, Flag
-from .profiles import ChatProfile, get_profile
+from .profiles import ChatProfile
+from .record_options import parse_options
 from .segments import RenderedTurn as RenderedTurn
 from .segments import Segment as Segment
 from .segments import marker
@@ -55,7 +56,7 @@ def model_tool_call_id(name: str, index: int) -> str:
 
 
 def render_turn(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | Any,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     *,
@@ -67,8 +68,11 @@ def render_turn(
     ``stop`` is the end of a finished turn: the profile's ``stop_token`` by default, or one of its
     ``stop_alternatives`` (what some deployments are reported to stop on)."""
     if not isinstance(turn, AssistantTurn):
-        turn = AssistantTurn.from_message(turn)
-    prof = get_profile(profile)
+        from .responses import as_turn  # responses builds on this module's tool-call id format
+
+        turn = as_turn(turn)
+    options = parse_options(profile=profile, thinking=thinking, call_index_offset=call_index_offset)
+    prof, thinking, call_index_offset = options.profile, options.thinking, options.call_index_offset or 0
     stop = check_stop(prof, stop)
     if prof.format == "k3":
         return render_k3_turn(turn, prof, thinking, stop)
@@ -134,7 +138,7 @@ def render_turn(
 
 
 def render_assistant_turn(
-    turn: AssistantTurn | Mapping[str, Any],
+    turn: AssistantTurn | Mapping[str, Any] | Any,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     *,

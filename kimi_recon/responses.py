@@ -22,11 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
 
-from .errors import InvalidResponseError, InvalidTurnError, ResponseError
-from .models import FINISH_REASONS, AssistantTurn, ToolCall, content_text
+from .errors import InvalidResponseError, ResponseError
+from .models import FINISH_REASONS, AssistantTurn, ToolCall
 from .render import MODEL_TOOL_CALL_ID, model_tool_call_id
 
 __all__ = [
+    "MESSAGE_FIELDS",
+    "as_turn",
+    "content_text",
     "error_from_object",
     "finish_reason_error",
     "is_model_call_id",
@@ -41,6 +44,10 @@ _NATIVE_LENGTH = frozenset({"length", "max_tokens", "max_output_tokens", "model_
 
 #: reasoning_details types that stand in for reasoning the provider did not hand back.
 _HIDDEN_REASONING = frozenset({"reasoning.summary", "reasoning.encrypted"})
+
+#: The fields of an assistant message that hold what the model generated. A mapping with none of them
+#: (and no ``choices``/``message``) is not a turn: reading it as an empty one would be a silent wrong answer.
+MESSAGE_FIELDS: tuple[str, ...] = ("content", "reasoning", "reasoning_content", "reasoning_details", "tool_calls")
 
 #: ``error.code`` strings (besides numeric HTTP-like codes) worth another attempt.
 _RETRYABLE_CODE_NAMES = frozenset({"server_error", "timeout", "rate_limit_exceeded", "overloaded", "incomplete_stream"})
@@ -160,6 +167,42 @@ def to_plain(value: Any) -> Any:
     return value
 
 
+def content_text(content: Any, field: str = "content", sample: object = None) -> str | None:
+    """The text of an OpenAI ``content`` value: a string, a list of text parts, or None.
+
+    Non-text parts (images, audio) cannot appear in generated text, so they are an error, not skipped.
+    """
+    if content is None or isinstance(content, str):
+        return content
+    if not _is_list(content):
+        raise _fail(f"must be a string, a list of parts or null, got {type(content).__name__}", field, sample)
+    pieces = []
+    for i, part in enumerate(content):
+        where = f"{field}[{i}]"
+        if isinstance(part, str):
+            pieces.append(part)
+            continue
+        if not isinstance(part, Mapping):
+            raise _fail(f"must be a content part object, got {type(part).__name__}", where, sample)
+        kind = part.get("type", "text")
+        if kind not in ("text", "output_text"):
+            raise _fail(f"has type {kind!r}; an assistant turn can only hold text parts", where, sample)
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise _fail(f"text part has no string 'text', got {type(text).__name__}", where, sample)
+        pieces.append(text)
+    return "".join(pieces)
+
+
+def as_turn(turn: Any, *, sample: object = None) -> AssistantTurn:
+    """``turn`` itself when it is an :class:`AssistantTurn`; anything else read by
+    :func:`turn_from_response` as a stored response (``lenient=True``, ``finish_reason`` "stop" unless
+    the response says otherwise). The door of every function that takes "a turn or a message"."""
+    if isinstance(turn, AssistantTurn):
+        return turn
+    return turn_from_response(turn, sample=sample, finish_reason="stop", lenient=True)
+
+
 def _fail(message: str, field: str, sample: object) -> InvalidResponseError:
     return InvalidResponseError(message, field=field, sample=sample)
 
@@ -186,10 +229,17 @@ def turn_from_response(
 ) -> AssistantTurn:
     """The assistant turn in one chat-completion response.
 
-    ``response`` is a chat completion (a dict, its JSON text, or an ``openai`` ``ChatCompletion``), one
-    choice (a dict with a ``message`` object), or a bare assistant message (``content``,
+    This is the one parser of assistant turns: every function that accepts a message, a response or a
+    record reads it here. ``response`` is a chat completion (a dict, its JSON text, or an ``openai``
+    ``ChatCompletion``), one choice (a dict or an SDK ``Choice`` with a ``message`` object), or a bare
+    assistant message (a dict or an SDK ``ChatCompletionMessage``: ``content``,
     ``reasoning``/``reasoning_content``/``reasoning_details``, ``tool_calls``, and optionally its own
-    ``finish_reason`` and ``logprobs``). ``choice`` is the ``index`` of the choice to read.
+    ``finish_reason`` and ``logprobs``). A mapping that is none of these (no ``choices``, no ``message``,
+    none of :data:`MESSAGE_FIELDS`) is refused, never read as an empty turn. ``choice`` is the ``index``
+    of the choice to read.
+
+    ``reasoning`` and ``reasoning_content`` are two names for one text: when both are non-empty and
+    differ, the message is refused naming both fields (in both modes); an empty one defers to the other.
     ``call_index_offset`` is how many tool calls the conversation had before this turn (see
     :func:`kimi_recon.training.count_tool_calls`); it only feeds the suggested replacement for a foreign
     tool-call id. ``sample`` (the prompt or record id) is named in every error; ``field`` is where the
@@ -203,7 +253,7 @@ def turn_from_response(
     ``error`` object (top level or in the choice) or ``finish_reason: "error"`` raises
     :class:`~kimi_recon.errors.ResponseError`; a turn with neither content nor tool calls nor reasoning,
     tool-call arguments that are not the text the model wrote, and non-function tool calls are refused;
-    ``reasoning`` wins over ``reasoning_content``, and ``reasoning_details`` are read (text entries, or a
+    ``reasoning_details`` are read (text entries, or a
     summary/encrypted blob that marks the reasoning incomplete); ``native_finish_reason`` can turn the
     finish reason into ``length``, and an unknown finish reason becomes None (the original kept in
     ``metadata["finish_reason_raw"]``).
@@ -246,6 +296,13 @@ def turn_from_response(
     elif isinstance(resp.get("message"), Mapping):
         ch, where = resp, field
     else:  # a bare message: it is its own choice
+        if not any(name in resp for name in MESSAGE_FIELDS):
+            raise _fail(
+                "is neither a chat completion (no 'choices'), nor a choice (no 'message'), nor an assistant message "
+                f"(none of {', '.join(MESSAGE_FIELDS)}); keys found: {sorted(map(str, resp))[:10]}",
+                field or "response",
+                sample,
+            )
         return _turn_from_parts(resp, resp, resp, field, field, call_index_offset, sample, finish_reason, logprobs, lenient)
     message = ch.get("message")
     if not isinstance(message, Mapping):
@@ -301,11 +358,7 @@ def _turn_from_parts(
         # OpenRouter ends a failed generation this way; what arrived is not a finished turn.
         raise finish_reason_error(native, response=resp, sample=sample)
 
-    content_where = _at(mwhere, "content")
-    try:
-        content = content_text(message.get("content"), content_where)
-    except InvalidTurnError as err:
-        raise _fail(err.message, err.field or content_where, sample) from None
+    content = content_text(message.get("content"), _at(mwhere, "content"), sample)
     reasoning, reasoning_complete, reasoning_meta = _reasoning(message, mwhere, sample)
     calls = _tool_calls(message.get("tool_calls"), mwhere, sample, lenient)
 
@@ -376,6 +429,15 @@ def _reasoning(message: Mapping[str, Any], where: str | None, sample: object) ->
             continue
         if not isinstance(value, str):
             raise _fail(f"must be a string or null, got {type(value).__name__}", _at(where, name), sample)
+        if plain and value and value != plain:
+            # Servers send one or both names for the same text; two different texts mean the record
+            # was edited or merged, and which one the model generated is unknown.
+            raise _fail(
+                f"reasoning {_preview(plain)} and reasoning_content {_preview(value)} differ; a message may carry "
+                "both only when they are equal (which one the model generated is unknown)",
+                f"{_at(where, 'reasoning')}, {_at(where, 'reasoning_content')}",
+                sample,
+            )
         if plain is None or (not plain and value):
             plain, plain_source = value, name
 
@@ -427,6 +489,11 @@ def _reasoning(message: Mapping[str, Any], where: str | None, sample: object) ->
         meta["reasoning_source"] = "reasoning_details"
         return detail_text, True, meta
     return None, True, meta
+
+
+def _preview(text: str, limit: int = 40) -> str:
+    """``text`` quoted, cut to ``limit`` characters (an error message names it, it does not dump it)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}… ({len(text)} characters)"
 
 
 def _tool_calls(raw_calls: object, where: str | None, sample: object, lenient: bool) -> tuple[ToolCall, ...]:

@@ -9,9 +9,12 @@ from typing import Any
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
 from .models import AssistantTurn, Flag
-from .profiles import ChatProfile, get_profile
+from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
+from .record_options import RecordOptions, parse_options
+from .responses import as_turn
 from .segments import Segment, encode_segments
+from .special_tokens import special_texts_in
 from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
 from .usage_check import TokenCounts
@@ -54,10 +57,19 @@ class TrainingSample:
 
 
 def deep_sorted(value: Any) -> Any:
-    """Every mapping in ``value`` with its keys sorted, recursively (the official K2.5 code does this to tools)."""
+    """Every mapping in ``value`` with its keys sorted, recursively; list order is kept.
+
+    The official ``apply_chat_template`` of every K2 profile (K2.5/K2.6, K2-Thinking, K2-Instruct) does
+    this to the tools before the template sees them (``tools = deep_sort_dict(tools)``), so the JSON
+    declaration of K2-Thinking/K2-Instruct lists keys in sorted order, whatever order the caller used.
+    """
     if isinstance(value, Mapping):
-        return {k: deep_sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
+        try:
+            keys = sorted(value)
+        except TypeError as err:
+            raise InvalidInputError(f"has keys that cannot be sorted: {err}", field="tools") from None
+        return {k: deep_sorted(value[k]) for k in keys}
+    if isinstance(value, (list, tuple)):
         return [deep_sorted(v) for v in value]
     return value
 
@@ -79,7 +91,7 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
 
 def render_prompt(
     messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
@@ -94,11 +106,27 @@ def render_prompt(
     ``kimi-k2.5`` uses the tokenizer directory's own template, with tools deep-sorted and declared in
     the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon.k3_prompt`;
     ``thinking_effort`` and ``tool_choice`` are its options); the other profiles use their bundled
-    templates. ``template`` replaces the template text; ``template_kwargs`` reach the template as
-    variables (e.g. ``preserve_thinking``).
+    templates, with tools deep-sorted as their official tokenizers do. ``tools`` may be a list or its
+    JSON text (see :mod:`kimi_recon.record_options`). ``template`` replaces the template text;
+    ``template_kwargs`` reach the template as variables (e.g. ``{"preserve_thinking": True}`` for a
+    template that reads it).
     """
-    prof = get_profile(profile)
-    segments = prompt_segments(messages, tools, prof, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    options = parse_options(
+        profile=profile,
+        thinking=thinking,
+        tools=tools,
+        template_kwargs=template_kwargs,
+        thinking_effort=thinking_effort,
+        tool_choice=tool_choice,
+    )
+    return _render_prompt(messages, options, tokenizer, template)
+
+
+def _render_prompt(
+    messages: Sequence[Mapping[str, Any]], options: RecordOptions, tokenizer: KimiTokenizer | None, template: str | None
+) -> str:
+    prof, thinking = options.profile, options.thinking
+    segments = _prompt_segments(messages, options)
     if segments is not None:
         return "".join(s.text for s in segments)
     source = template if template is not None else prof.template_source()
@@ -107,16 +135,15 @@ def render_prompt(
         source = tok.chat_template
         if source is None:
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
-    kwargs: dict[str, Any] = dict(template_kwargs or {})
-    if tools:
-        if prof.thinking_style == "prompt_opens":
-            tools = deep_sorted(list(tools))
-            kwargs["tools_ts_str"] = render_tools_declaration(tools)
+    kwargs: dict[str, Any] = dict(options.template_kwargs)
+    tools = deep_sorted(list(options.tools)) if options.tools else None
+    if tools and prof.thinking_style == "prompt_opens":
+        kwargs["tools_ts_str"] = render_tools_declaration(tools)
     if prof.thinking_style == "prompt_opens":
         kwargs["thinking"] = thinking
-    if tool_choice is not None:
-        kwargs["tool_choice"] = tool_choice
-    prompt = render_chat_template(source, messages, tools=tools or None, add_generation_prompt=True, **kwargs)
+    if options.tool_choice is not None:
+        kwargs["tool_choice"] = options.tool_choice
+    prompt = render_chat_template(source, messages, tools=tools, add_generation_prompt=True, **kwargs)
     expected_end = prof.generation_prompt(thinking)
     if not prompt.endswith(expected_end):
         raise InvalidInputError(
@@ -125,6 +152,13 @@ def render_prompt(
             field="profile",
         )
     return prompt
+
+
+def _prompt_segments(messages: Sequence[Mapping[str, Any]], options: RecordOptions) -> list[Segment] | None:
+    tools = list(options.tools) if options.tools else None
+    return prompt_segments(
+        messages, tools, options.profile, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice
+    )
 
 
 def prompt_segments(
@@ -144,37 +178,93 @@ def prompt_segments(
     return k3_prompt_segments(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
-def build_training_sample(
+def encode_prompt(
     messages: Sequence[Mapping[str, Any]],
-    turn: AssistantTurn | Mapping[str, Any],
-    tools: Sequence[Mapping[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
     *,
+    template: str | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+) -> list[int]:
+    """The prompt ids a training sample starts with: the prompt rendered as the official code renders it
+    (:func:`render_prompt`), encoded as the official tokenizer encodes it for that profile."""
+    options = parse_options(
+        profile=profile,
+        thinking=thinking,
+        tools=tools,
+        template_kwargs=template_kwargs,
+        thinking_effort=thinking_effort,
+        tool_choice=tool_choice,
+    )
+    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile), template)
+
+
+def _encode_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None) -> list[int]:
+    segments = _prompt_segments(messages, options)
+    if segments is not None:
+        return encode_segments(segments, tok, options.profile)
+    text = _render_prompt(messages, options, tok, template)
+    # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
+    return tok.encode_with_specials(text, frozenset(special_texts_in(text)))
+
+
+def build_training_sample(
+    messages: Sequence[Mapping[str, Any]],
+    turn: AssistantTurn | Mapping[str, Any] | Any,
+    tools: Sequence[Mapping[str, Any]] | str | None = None,
+    profile: str | ChatProfile = "kimi-k2.5",
+    thinking: bool = True,
+    tokenizer: KimiTokenizer | None = None,
+    *,
+    template: str | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+    call_index_offset: int | None = None,
     thinking_effort: str | None = None,
     tool_choice: Any = None,
     stop: str | None = None,
 ) -> TrainingSample:
     """One training row: prompt ids (loss 0) followed by the turn's output ids (loss 1).
 
-    Tool calls of ``turn`` without an id are numbered after the tool calls already in ``messages``.
-    ``thinking_effort`` and ``tool_choice`` are ``kimi-k3`` prompt options (effort ``max`` by default
-    when thinking is on); ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`).
+    ``turn`` is an :class:`AssistantTurn` or anything :func:`~kimi_recon.responses.turn_from_response`
+    reads. The prompt is :func:`render_prompt` (``tools`` may be JSON text; ``template`` and
+    ``template_kwargs`` as there). Tool calls of ``turn`` without an id are numbered after the tool
+    calls already in ``messages``, or after ``call_index_offset`` when given. ``thinking_effort`` and
+    ``tool_choice`` are ``kimi-k3`` prompt options (effort ``max`` by default when thinking is on);
+    ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`).
     """
-    prof = get_profile(profile)
-    tok = tokenizer_for_profile(tokenizer, prof)
-    segments = prompt_segments(messages, tools, prof, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
-    if segments is not None:
-        prompt_ids = encode_segments(segments, tok, prof)
-    else:
-        prompt_ids = tok.encode(render_prompt(messages, tools, prof, thinking, tok, tool_choice=tool_choice))
-    output = reconstruct_output_ids(turn, tok, prof, thinking, call_index_offset=count_tool_calls(messages), stop=stop)
+    options = parse_options(
+        profile=profile,
+        thinking=thinking,
+        tools=tools,
+        template_kwargs=template_kwargs,
+        call_index_offset=call_index_offset,
+        thinking_effort=thinking_effort,
+        tool_choice=tool_choice,
+    )
+    return _build(messages, as_turn(turn), options, tokenizer_for_profile(tokenizer, options.profile), template, stop)
+
+
+def _build(
+    messages: Sequence[Mapping[str, Any]],
+    turn: AssistantTurn,
+    options: RecordOptions,
+    tok: KimiTokenizer,
+    template: str | None,
+    stop: str | None = None,
+) -> TrainingSample:
+    prof = options.profile
+    prompt_ids = _encode_prompt(messages, options, tok, template)
+    offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
+    output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
         prompt_len=len(prompt_ids),
-        flags=output.flags,
+        flags=options.flags + output.flags,
     )
 
 
@@ -184,10 +274,14 @@ def sample_from_record(
     *,
     profile: str = "kimi-k2.5",
     thinking: bool = True,
+    template: str | None = None,
 ) -> TrainingSample:
     """A training sample from one record: ``messages``, optional ``tools``, and the response (under
-    ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it); the record's own
-    ``profile`` and ``thinking`` win over the arguments. Errors name the field and the record id.
+    ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it).
+
+    The record's own ``profile``, ``thinking``, ``tools``, ``call_index_offset``, ``template_kwargs``,
+    ``thinking_effort`` and ``tool_choice`` are read by :func:`kimi_recon.record_options.parse_options`
+    and win over the arguments. Errors name the field and the record id.
 
     A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
     a ``<field>_mismatch`` flag for each figure no counting convention explains."""
@@ -197,23 +291,15 @@ def sample_from_record(
         messages = record.get("messages")
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
+        options = parse_options(record, profile=profile, thinking=thinking)
         turn = turn_of_record(record)
-        prof = record.get("profile") or profile
-        think = bool(record.get("thinking", thinking))
-        tok = tokenizer_for_profile(tokenizer, get_profile(prof))
-        sample = build_training_sample(
-            messages,
-            turn,
-            record.get("tools"),
-            prof,
-            think,
-            tok,
-            thinking_effort=record.get("thinking_effort"),
-            tool_choice=record.get("tool_choice"),
-        )
+        tok = tokenizer_for_profile(tokenizer, options.profile)
+        sample = _build(messages, turn, options, tok, template)
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
-    counts, _ = record_token_counts(record, turn, sample.output_ids, tok, prof, think, prompt_len=sample.prompt_len)
+    counts, _ = record_token_counts(
+        record, turn, sample.output_ids, tok, options.profile.name, options.thinking, prompt_len=sample.prompt_len
+    )
     if counts is None:
         return sample
     return replace(sample, flags=sample.flags + counts.flags(), token_counts=counts)

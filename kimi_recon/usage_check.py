@@ -190,10 +190,10 @@ def reasoning_span(output_ids: Sequence[int], think_end_id: int | None, *, cut_i
     the turn has no ``think_end_id`` (thinking off). None when the format has no such token."""
     if think_end_id is None:
         return None
-    for i, token in enumerate(output_ids):
-        if token == think_end_id:
-            return i + 1, True
-    return (len(output_ids), False) if cut_in_reasoning else (0, False)
+    try:
+        return output_ids.index(think_end_id) + 1, True
+    except ValueError:
+        return (len(output_ids), False) if cut_in_reasoning else (0, False)
 
 
 def check_token_counts(

@@ -11,6 +11,7 @@ from conftest import OFFICIAL, read_jsonl
 from kimi_recon import AssistantTurn, InvalidInputError, InvalidTurnError, KimiTokenizer, ToolCall
 from kimi_recon.render import ReasoningDroppedWarning, render_assistant_turn, render_turn
 from kimi_recon.reconstruct import reconstruct_output_ids
+from kimi_recon.responses import as_turn, turn_from_response
 
 TURNS = read_jsonl(OFFICIAL / "turns.jsonl")
 ADVERSARIAL = read_jsonl(OFFICIAL / "turns_adversarial.jsonl")
@@ -22,7 +23,7 @@ def test_golden_sets_are_complete() -> None:
 
 @pytest.mark.parametrize("case", TURNS + ADVERSARIAL, ids=[f"turn-{i}" for i in range(len(TURNS))] + [f"adv-{i}" for i in range(len(ADVERSARIAL))])
 def test_render_and_ids_match_official(tok: KimiTokenizer, case: dict[str, Any]) -> None:
-    turn = AssistantTurn.from_message(case["turn"])
+    turn = as_turn(case["turn"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReasoningDroppedWarning)
         assert render_assistant_turn(turn, thinking=case["thinking"]) == case["output"]
@@ -31,7 +32,7 @@ def test_render_and_ids_match_official(tok: KimiTokenizer, case: dict[str, Any])
 
 @pytest.mark.parametrize("case", ADVERSARIAL, ids=[f"adv-{i}" for i in range(len(ADVERSARIAL))])
 def test_special_text_inside_fields_is_flagged(tok: KimiTokenizer, case: dict[str, Any]) -> None:
-    turn = AssistantTurn.from_message(case["turn"])
+    turn = as_turn(case["turn"])
     result = reconstruct_output_ids(turn, tok, thinking=case["thinking"])
     rendered = render_turn(turn, thinking=case["thinking"])
     field_texts = "".join(s.text for s in rendered.segments if not s.is_marker)
@@ -50,7 +51,7 @@ def test_ordinary_mode_keeps_special_text_as_text(tok: KimiTokenizer) -> None:
 
 def test_ordinary_mode_equals_one_encode_without_special_text(tok: KimiTokenizer) -> None:
     case = TURNS[0]
-    turn = AssistantTurn.from_message(case["turn"])
+    turn = as_turn(case["turn"])
     assert reconstruct_output_ids(turn, tok, thinking=case["thinking"], special_text="ordinary").ids == case["output_ids"]
 
 
@@ -154,18 +155,18 @@ def test_unknown_finish_reason_names_the_field() -> None:
 def test_tool_call_without_name_names_the_field() -> None:
     message = {"role": "assistant", "content": None, "tool_calls": [{"id": "x", "function": {"arguments": "{}"}}]}
     with pytest.raises(InvalidTurnError, match=r"sample 7, field 'tool_calls\[0\].function.name'"):
-        AssistantTurn.from_message(message, sample=7)
+        turn_from_response(message, sample=7, lenient=True)
 
 
 def test_image_part_in_assistant_content_is_refused() -> None:
     message = {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}]}
     with pytest.raises(InvalidTurnError, match=r"field 'content\[1\]': has type 'image_url'"):
-        AssistantTurn.from_message(message)
+        as_turn(message)
 
 
 def test_text_parts_are_joined() -> None:
     message = {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "reasoning": "r"}
-    turn = AssistantTurn.from_message(message)
+    turn = as_turn(message)
     assert (turn.content, turn.reasoning) == ("ab", "r")
 
 
@@ -182,7 +183,7 @@ def test_text_parts_are_joined() -> None:
 )
 def test_wrong_types_name_the_field(message: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidTurnError) as err:
-        AssistantTurn.from_message(message)
+        as_turn(message)
     assert err.value.field == field
 
 

@@ -78,10 +78,25 @@ def test_chat_completion_with_only_a_reasoning_summary_is_incomplete_in_both_mod
     assert lenient.reasoning is None and lenient.reasoning_complete is False
 
 
-def test_reasoning_wins_over_reasoning_content_in_both_modes() -> None:
+@pytest.mark.parametrize("lenient", [False, True])
+def test_different_reasoning_and_reasoning_content_are_refused_naming_both_fields(lenient: bool) -> None:
     msg = message(content="A", reasoning="from reasoning", reasoning_content="from reasoning_content")
-    assert turn_from_response(msg).reasoning == "from reasoning"
-    assert turn_from_response(msg, lenient=True).reasoning == "from reasoning"
+    with pytest.raises(InvalidResponseError, match="reasoning 'from reasoning' and reasoning_content 'from reasoning_content' differ") as err:
+        turn_from_response(completion({"message": msg, "finish_reason": "stop"}), sample="r1", lenient=lenient)
+    assert err.value.field == "choices[0].message.reasoning, choices[0].message.reasoning_content"
+    assert err.value.sample == "r1"
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_equal_reasoning_and_reasoning_content_are_one_text(lenient: bool) -> None:
+    msg = message(content="A", reasoning="same", reasoning_content="same")
+    assert turn_from_response(msg, lenient=lenient).reasoning == "same"
+
+
+@pytest.mark.parametrize("empty,full", [("reasoning", "reasoning_content"), ("reasoning_content", "reasoning")])
+def test_an_empty_reasoning_name_defers_to_the_other(empty: str, full: str) -> None:
+    turn = turn_from_response(message(content="A", **{empty: "", full: "thought"}))
+    assert turn.reasoning == "thought" and turn.metadata["reasoning_source"] == full
 
 
 # -- record-level fallbacks ----------------------------------------------------------------------------

@@ -111,3 +111,22 @@ def test_audit_summary_and_json_report_the_usage_check(tmp_path: Path) -> None:
     assert "Loose Ltd: 0/1 rows agree (0.0%)" in done.stdout
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["token_counts"]["providers"]["Exact Inc"]["agree_rate"] == 1.0
+
+
+def test_k3_records_are_checked_with_k3s_prompt_renderer_and_stop_token() -> None:
+    goldens = read_jsonl(OFFICIAL.parent / "official-k3-dev" / "turns.jsonl")[:6]
+    for i, golden in enumerate(goldens):
+        assert golden["output_ids"][-1] == 163586  # <|end_of_msg|> in K3
+        shift = (-1, 0, 3)[i % 3]  # stop token not counted, exact, off by three
+        record = {
+            "id": f"k3-{i}", "profile": "kimi-k3", "messages": golden["messages"], "tools": golden["tools"],
+            "thinking": golden["thinking"], "thinking_effort": golden["thinking_effort"], "tool_choice": golden["tool_choice"],
+            "response": {"choices": [{"message": golden["turn"], "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": len(golden["prompt_ids"]), "completion_tokens": len(golden["output_ids"]) + shift}},
+            "reference_ids": golden["output_ids"],
+        }
+        result = audit_record(record)
+        assert result.error is None and result.token_counts is not None, result
+        assert result.token_counts.prompt is not None and result.token_counts.prompt.rebuilt == len(golden["prompt_ids"])
+        assert result.token_counts.prompt.agrees
+        assert [f for f in result.flags if f.endswith("_mismatch")] == (["completion_tokens_mismatch"] if shift == 3 else [])

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,21 +40,62 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _number(kind: type[float] | type[int], low: float, high: float = math.inf, *, above: bool = False) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` in [low, high] (or (low, high] with ``above``), finite."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        if not math.isfinite(value) or value < low or (above and value == low) or value > high:
+            bound = f"above {low:g}" if above else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be {bound}" + (f" and at most {high:g}" if high != math.inf else "") + f", got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _non_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL, got {text!r}")
+    return text
+
+
+def _output(text: str) -> Path:
+    if text == "-":
+        raise argparse.ArgumentTypeError(
+            "must be a file: the output is an append-only log that a rerun reads back to resume, so it cannot be - (stdout)"
+        )
+    return Path(text)
+
+
+#: OpenRouter's documented reasoning.effort values.
+EFFORTS = ("xhigh", "high", "medium", "low", "minimal", "none")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("prompts", type=Path, help="JSONL, one {\"messages\": [...], \"tools\": [...], \"id\": ...} per line")
-    p.add_argument("-o", "--output", type=Path, required=True, help="JSONL to append rows to (created if missing)")
-    p.add_argument("--model", default="moonshotai/kimi-k2.5", help="OpenRouter model slug (default: %(default)s)")
+    p.add_argument("prompts", type=Path, help="JSONL, one {\"messages\": [...], \"tools\": [...], \"id\": ...} per line; - for stdin")
+    p.add_argument("-o", "--output", type=_output, required=True, help="JSONL file to append rows to (created if missing; a regular file)")
+    p.add_argument("--model", type=_non_empty, default="moonshotai/kimi-k2.5", help="OpenRouter model slug (default: %(default)s)")
 
     g = p.add_argument_group("request")
-    g.add_argument("--max-tokens", type=int, default=None)
-    g.add_argument("--temperature", type=float, default=None)
-    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--max-tokens", type=_number(int, 1), default=None)
+    g.add_argument("--temperature", type=_number(float, 0, 2), default=None)
+    g.add_argument("--top-p", type=_number(float, 0, 1, above=True), default=None)
     g.add_argument("--seed", type=int, default=None)
     g.add_argument("--no-thinking", action="store_true", help="turn reasoning off (reasoning.enabled=false); rebuild without thinking")
-    g.add_argument("--reasoning-effort", default=None, help="reasoning.effort (e.g. low, medium, high)")
-    g.add_argument("--reasoning-max-tokens", type=int, default=None, help="reasoning.max_tokens budget")
+    g.add_argument("--reasoning-effort", choices=EFFORTS, default=None, help="reasoning.effort")
+    g.add_argument("--reasoning-max-tokens", type=_number(int, 1), default=None, help="reasoning.max_tokens budget")
     g.add_argument("--logprobs", action="store_true", help="ask for logprobs (exact ids even for unusual token splits, where supported)")
-    g.add_argument("--top-logprobs", type=int, default=None)
+    g.add_argument("--top-logprobs", type=_number(int, 0, 20), default=None)
     g.add_argument("--provider-order", type=_csv, default=[], help="provider.order, comma-separated")
     g.add_argument("--provider-only", type=_csv, default=[], help="provider.only, comma-separated")
     g.add_argument("--require-parameters", action="store_true", help="provider.require_parameters: only providers supporting every parameter sent")
@@ -63,10 +105,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stream", action="store_true", help="stream responses (SSE); rows hold the assembled response")
 
     g = p.add_argument_group("transport")
-    g.add_argument("--base-url", default=None, help="API base URL (default: $OPENROUTER_BASE_URL or https://openrouter.ai/api/v1)")
-    g.add_argument("--concurrency", type=int, default=4, help="requests in flight (default: %(default)s)")
-    g.add_argument("--timeout", type=float, default=600.0, help="seconds per connect/read (default: %(default)s)")
-    g.add_argument("--max-retries", type=int, default=4, help="retries on 429/5xx/timeouts (default: %(default)s)")
+    g.add_argument("--base-url", type=_url, default=None, help="API base URL (default: $OPENROUTER_BASE_URL or https://openrouter.ai/api/v1)")
+    g.add_argument("--concurrency", type=_number(int, 1), default=4, help="requests in flight (default: %(default)s)")
+    g.add_argument("--timeout", type=_number(float, 0, above=True), default=600.0, help="seconds per connect/read (default: %(default)s)")
+    g.add_argument("--max-retries", type=_number(int, 0), default=4, help="retries on 429/5xx/timeouts (default: %(default)s)")
     g.add_argument("--app-url", default=None, help="HTTP-Referer header for OpenRouter attribution")
     g.add_argument("--app-title", default=None, help="X-Title header for OpenRouter attribution")
 
@@ -78,8 +120,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
     g.add_argument("--no-usage-check", action="store_true", help="do not compare the rebuilt ids with the server's usage token counts")
     g.add_argument("--keep-server-call-ids", action="store_true", help="do not replace server-issued tool-call ids with functions.NAME:IDX")
-    g.add_argument("--max-cost", type=float, default=None, help="stop sending new prompts once this many USD are spent in this run")
-    g.add_argument("--limit", type=int, default=None, help="send at most this many prompts in this run")
+    g.add_argument("--max-cost", type=_number(float, 0), default=None, help="stop sending new prompts once this many USD are spent in this run")
+    g.add_argument("--limit", type=_number(int, 0), default=None, help="send at most this many prompts in this run")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--no-fsync", action="store_true", help="do not fsync each row (faster; a power cut may lose recent rows)")
 
@@ -164,8 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(argv)
+    from ..cli import sigterm_as_interrupt
+
     try:
-        code: int = args.func(args)
+        with sigterm_as_interrupt():  # a SIGTERM stops the run like Ctrl-C: rows written so far stay whole
+            code: int = args.func(args)
     except (KimiReconError, OSError) as err:
         print(f"kimi-recon: error: {err}", file=sys.stderr)
         return 2

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import InvalidResponseError, OpenRouterError, redact
+from .errors import InvalidResponseError, OpenRouterError, redact, redact_text
 from .parse import assemble_stream, error_from_object, is_retryable_code, iter_sse_lines
 
 if TYPE_CHECKING:
@@ -124,7 +124,8 @@ def fetch(client: OpenAI, kwargs: Mapping[str, Any], *, secret: str | None = Non
         try:
             response = json.loads(raw.content)
         except ValueError as err:
-            text = raw.content[:500].decode("utf-8", "replace")
+            # Redact before cutting: a cut through the key would leave a piece a later search misses.
+            text = redact_text(raw.content[:2000].decode("utf-8", "replace"), secret)[:500]
             raise InvalidResponseError(f"body is not JSON ({err}): {text!r}", field="response") from None
         if not isinstance(response, dict):
             raise InvalidResponseError(f"body must be a JSON object, got {type(response).__name__}", field="response")
@@ -142,7 +143,7 @@ def fetch(client: OpenAI, kwargs: Mapping[str, Any], *, secret: str | None = Non
         ) from None
     except openai.APIConnectionError as err:
         retries = _sdk_retries(err.request)
-        cause = redact(str(err.__cause__ or err), secret)
+        cause = redact_text(str(err.__cause__ or err), secret)
         raise OpenRouterError(
             f"connection failed ({retries} retries): {cause}", code="connection", kind="connection", retries=retries
         ) from None
@@ -201,16 +202,16 @@ def _status_error(err: Any, secret: str | None) -> OpenRouterError:
         if isinstance(body.get("metadata"), Mapping):
             metadata = dict(body["metadata"])
     elif isinstance(body, str) and body:
-        metadata["body"] = body[:500]
+        metadata["body"] = redact_text(body[:2000], secret)[:500]  # redacted before the cut
     retry_after = err.response.headers.get("retry-after") if err.response is not None else None
     if retry_after is not None:
         metadata["retry_after"] = retry_after
     status = int(err.status_code)
     return OpenRouterError(
-        redact(message, secret),
+        redact_text(message, secret),
         code=status,
         kind="http",
-        metadata=redact(metadata, secret),
+        metadata=redact(metadata, secret, fragments=True),
         retryable=is_retryable_code(status),
         retries=_sdk_retries(err.response.request if err.response is not None else None),
     )

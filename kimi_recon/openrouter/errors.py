@@ -13,6 +13,7 @@ before it builds an error, and :meth:`OpenRouterError.redacted` re-scrubs one th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,18 +26,58 @@ REDACTED = "[REDACTED]"
 #: one-letter string would rewrite every word of every row that contains that letter.
 MIN_SECRET_LENGTH = 8
 
+#: In error text, any piece of the key this long is scrubbed too: a message cut to a length (by this
+#: package, the SDK or a server) can end inside the key, leaving a prefix that a plain search misses.
+MIN_FRAGMENT = 8
 
-def redact(value: Any, secret: str | None) -> Any:
-    """``value`` with every occurrence of ``secret`` replaced, recursing into JSON-like containers."""
+
+def redact(value: Any, secret: str | None, *, fragments: bool = False) -> Any:
+    """``value`` with every occurrence of ``secret`` replaced, recursing into JSON-like containers.
+
+    With ``fragments``, every run of text made of ``MIN_FRAGMENT``-character pieces of the secret is
+    replaced as well (for error text, which may have been cut; see :func:`redact_text`).
+    """
     if not secret or len(secret) < MIN_SECRET_LENGTH:
         return value
     if isinstance(value, str):
-        return value.replace(secret, REDACTED)
+        return redact_text(value, secret) if fragments else value.replace(secret, REDACTED)
     if isinstance(value, Mapping):
-        return {redact(k, secret): redact(v, secret) for k, v in value.items()}
+        return {redact(k, secret, fragments=fragments): redact(v, secret, fragments=fragments) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact(v, secret) for v in value]
+        return [redact(v, secret, fragments=fragments) for v in value]
     return value
+
+
+@functools.lru_cache(maxsize=4)
+def _pieces(secret: str) -> frozenset[str]:
+    return frozenset(secret[i : i + MIN_FRAGMENT] for i in range(len(secret) - MIN_FRAGMENT + 1))
+
+
+def redact_text(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` and every stretch covered by ``MIN_FRAGMENT``-character pieces of it replaced.
+
+    So a key cut anywhere (``text[:500]`` ending inside it, or starting inside it) leaves at most
+    ``MIN_FRAGMENT - 1`` of its characters. Linear in ``len(text)``; meant for error text, not whole rows.
+    """
+    if not secret or len(secret) < MIN_SECRET_LENGTH:
+        return text
+    text = text.replace(secret, REDACTED)
+    pieces = _pieces(secret)
+    out: list[str] = []
+    kept = 0  # text[:kept] is already in out
+    start = end = -1  # the current run of covered characters
+    for i in range(len(text) - MIN_FRAGMENT + 1):
+        if text[i : i + MIN_FRAGMENT] in pieces:
+            if i > end:  # a new run
+                if end >= 0:
+                    out += [text[kept:start], REDACTED]
+                    kept = end
+                start = i
+            end = i + MIN_FRAGMENT
+    if end < 0:
+        return text
+    out += [text[kept:start], REDACTED, text[end:]]
+    return "".join(out)
 
 
 class OpenRouterError(ResponseError):
@@ -67,8 +108,8 @@ class OpenRouterError(ResponseError):
     def redacted(self, secret: str | None) -> OpenRouterError:
         """The same error with ``secret`` scrubbed from every text it carries."""
         return self._copy(
-            message=redact(self.message, secret),
-            metadata=redact(self.metadata, secret),
+            message=redact_text(self.message, secret),
+            metadata=redact(self.metadata, secret, fragments=True),
             response=redact(self.response, secret) if self.response is not None else None,
         )
 

@@ -11,29 +11,34 @@ row at all, and the next run sends it again.
 
 from __future__ import annotations
 
+import math
 import queue
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import KimiReconError
+from .._io import check_input, refuse_output_is_input
+from ..errors import InvalidInputError
 from ..models import AssistantTurn
-from ..usage_check import TokenCounts
+from ..profiles import get_profile
+from ..usage_check import PROMPT, TokenCounts, check_with_profile
 from ..usage_stats import TokenCountTally
 from .client import DEFAULT_BASE_URL, Fetched, fetch, make_client, retry_after_200
-from .errors import InvalidResponseError, OpenRouterError, redact
+from .errors import InvalidResponseError, OpenRouterError, redact_text
 from .options import RequestOptions, request_kwargs
 from .output import OutputFile
 from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_response
 from .prompts import BadPrompt, Prompt, read_prompts
-from .rows import CallInfo, Reconstructor, error_row, ok_row
+from .rows import CallInfo, Rebuilt, Reconstructor, error_row, flag, ok_row
 
 if TYPE_CHECKING:
     from openai import OpenAI
+
+    from .rebuild import PromptCounter
 
 
 @dataclass(frozen=True)
@@ -63,10 +68,32 @@ class GenerateConfig:
     app_title: str | None = None
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise KimiReconError("concurrency must be at least 1")
-        if self.max_retries < 0:
-            raise KimiReconError("max_retries must be 0 or more")
+        """Every setting checked before anything is sent: a bad one would turn every prompt into an error
+        row, and error rows count as done, so a corrected rerun would send nothing."""
+        _require(_is_int(self.concurrency) and self.concurrency >= 1, "concurrency", "an integer of at least 1", self.concurrency)
+        _require(_is_int(self.max_retries) and self.max_retries >= 0, "max_retries", "an integer of 0 or more", self.max_retries)
+        _require(_is_number(self.timeout) and self.timeout > 0, "timeout", "a number of seconds above 0", self.timeout)
+        _require(_is_number(self.retry_base_delay) and self.retry_base_delay >= 0, "retry_base_delay", "a number of 0 or more", self.retry_base_delay)
+        _require(self.limit is None or (_is_int(self.limit) and self.limit >= 0), "limit", "an integer of 0 or more", self.limit)
+        _require(self.max_cost is None or (_is_number(self.max_cost) and self.max_cost >= 0), "max_cost", "a number of 0 or more", self.max_cost)
+        _require(
+            isinstance(self.base_url, str) and self.base_url.startswith(("http://", "https://")),
+            "base_url", "an http:// or https:// URL", self.base_url,
+        )  # fmt: skip
+        get_profile(self.profile)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require(ok: bool, field_name: str, what: str, value: object) -> None:
+    if not ok:
+        raise InvalidInputError(f"must be {what}, got {value!r}", field=field_name)
 
 
 @dataclass(frozen=True)
@@ -121,12 +148,38 @@ class _Outcome:
     turn: AssistantTurn | None = None
     error: Mapping[str, Any] | None = None
     call: CallInfo = field(default_factory=CallInfo)
+    prompt_len: int | None = None  # for the usage check
+    prompt_len_error: str | None = None
+
+
+def _count_prompt(prompt: Prompt, count: PromptCounter | None, secret: str) -> tuple[int | None, str | None]:
+    """The prompt's length in ids for the usage check, or why it is unknown (never raises)."""
+    if count is None:
+        return None, None
+    try:
+        return count(prompt), None
+    except Exception as err:  # only this figure goes unchecked; the row is still made
+        return None, redact_text(f"{type(err).__name__}: {err}", secret)
 
 
 def _fetch_one(
-    client: OpenAI, prompt: Prompt, options: RequestOptions, config: GenerateConfig, secret: str
+    client: OpenAI,
+    prompt: Prompt,
+    options: RequestOptions,
+    config: GenerateConfig,
+    secret: str,
+    count_prompt: PromptCounter | None = None,
 ) -> _Outcome:
-    """One prompt's HTTP exchange and parse. Never raises: every failure becomes an error outcome."""
+    """One prompt's HTTP exchange and parse. Never raises: every failure becomes an error outcome.
+
+    The prompt is counted for the usage check first: in a real run that work overlaps the requests
+    other workers have in flight, instead of adding to the single writer's."""
+    prompt_len, prompt_len_error = _count_prompt(prompt, count_prompt, secret)
+    outcome = _exchange(client, prompt, options, config, secret)
+    return replace(outcome, prompt_len=prompt_len, prompt_len_error=prompt_len_error)
+
+
+def _exchange(client: OpenAI, prompt: Prompt, options: RequestOptions, config: GenerateConfig, secret: str) -> _Outcome:
     kwargs = request_kwargs(prompt, options)
     offset = count_tool_calls(prompt.messages)
     last: list[Fetched] = []  # the latest response received, kept for the error row
@@ -158,10 +211,10 @@ def _fetch_one(
         return _Outcome(prompt, response=response, error=err.to_dict(), call=call(err.retries))
     except InvalidResponseError as err:
         named = err.with_sample(prompt.id)
-        error = {"type": "invalid_response", "code": None, "message": redact(str(named), secret), "field": err.field}
+        error = {"type": "invalid_response", "code": None, "message": redact_text(str(named), secret), "field": err.field}
         return _Outcome(prompt, response=last[0].response if last else None, error=error, call=call())
     except Exception as err:  # a bug or an unforeseen transport failure must still leave a row
-        message = redact(f"prompt {prompt.id!r}: {type(err).__name__}: {err}", secret)
+        message = redact_text(f"prompt {prompt.id!r}: {type(err).__name__}: {err}", secret)
         return _Outcome(prompt, response=last[0].response if last else None, error={"type": "internal", "code": None, "message": message}, call=call())
     return _Outcome(prompt, response=fetched.response, turn=turn, call=call())
 
@@ -179,10 +232,26 @@ def _row_for(
         rebuilt = rebuild(prompt, turn) if rebuild is not None else None
     except Exception as err:
         field_name = getattr(err, "field", None)
-        message = redact(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
+        message = redact_text(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
         error = {"type": "reconstruction", "code": None, "message": message, "field": field_name}
         return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
+    if rebuilt is not None and config.check_usage:
+        rebuilt = _with_usage_check(rebuilt, outcome, turn, config.profile)
     return ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
+
+
+def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, profile: str) -> Rebuilt:
+    """``rebuilt`` with the usage check of its lengths (see :mod:`kimi_recon.usage_check`)."""
+    usage = turn.metadata.get("usage")
+    if usage is None:
+        return rebuilt
+    prompt_len = rebuilt.prompt_len if rebuilt.prompt_len is not None else outcome.prompt_len
+    flags = rebuilt.flags
+    if prompt_len is None and outcome.prompt_len_error is not None:
+        message = f"the prompt could not be rendered to check usage.{PROMPT}: {outcome.prompt_len_error}"
+        flags += (flag(f"{PROMPT}_unchecked", message, f"usage.{PROMPT}"),)
+    counts = check_with_profile(usage, rebuilt.output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
+    return replace(rebuilt, flags=flags, token_counts=counts)
 
 
 def _bad_prompt_row(bad: BadPrompt, model: str) -> dict[str, Any]:
@@ -206,7 +275,9 @@ def run_generate(
 
     err_stream = stderr if stderr is not None else sys.stderr
     options = config.options
-    items = read_prompts(config.prompts)
+    check_input(config.prompts, "prompts")
+    refuse_output_is_input(config.output, [config.prompts])
+    items = read_prompts(config.prompts, secret=api_key)
     with OutputFile(config.output, fsync=config.fsync, secret=api_key) as out:
         state = out.state
         assert state is not None
@@ -225,8 +296,13 @@ def run_generate(
                 tokenizer=config.tokenizer,
                 prompt_ids=config.prompt_ids,
                 training_sample=config.training_sample,
-                check_usage=config.check_usage,
             )
+        count_prompt: PromptCounter | None = None
+        if rebuild is not None and config.check_usage and not (config.prompt_ids or config.training_sample):
+            # (with prompt ids or samples, the reconstruction encodes the prompt anyway)
+            from .rebuild import make_prompt_counter
+
+            count_prompt = make_prompt_counter(profile=config.profile, thinking=options.thinking, tokenizer=config.tokenizer)
         if client is None:
             client = make_client(
                 api_key,
@@ -246,10 +322,10 @@ def run_generate(
 
         def write(row: dict[str, Any]) -> None:
             nonlocal spent, tokens
-            out.append(row)
+            status = out.append(row)  # may differ from the row's: e.g. a response that echoed the key
             counts["written"] += 1
-            counts["ok" if row["status"] == "ok" else "errors"] += 1
-            if row["status"] == "ok":
+            counts["ok" if status == "ok" else "errors"] += 1
+            if status == "ok":
                 tally.add(row.get("provider"), TokenCounts.from_dict(row.get("token_counts")))
             if isinstance(row.get("cost"), float):
                 spent += row["cost"]
@@ -268,7 +344,7 @@ def run_generate(
                     write(_bad_prompt_row(item, options.model))
                 else:
                     pending.append(item)
-            stopped = _dispatch(pending, config, client, options, api_key, rebuild, write, lambda: spent)
+            stopped = _dispatch(pending, config, client, options, api_key, rebuild, write, lambda: spent, count_prompt)
         except KeyboardInterrupt:
             stopped = "interrupted"
         finally:
@@ -297,6 +373,7 @@ def _dispatch(
     rebuild: Reconstructor | None,
     write: Callable[[dict[str, Any]], None],
     spent: Callable[[], float],
+    count_prompt: PromptCounter | None = None,
 ) -> str | None:
     """Feed ``prompts`` to worker threads, ``concurrency`` at a time, writing each row as it completes.
 
@@ -311,7 +388,7 @@ def _dispatch(
             prompt = work.get()
             if prompt is None:
                 return
-            results.put(_fetch_one(client, prompt, options, config, secret))
+            results.put(_fetch_one(client, prompt, options, config, secret, count_prompt))
 
     n_workers = min(config.concurrency, len(prompts))
     for _ in range(n_workers):
@@ -339,7 +416,7 @@ def _dispatch(
             try:
                 row = _row_for(outcome, options, config, rebuild, secret)
             except Exception as err:  # never lose a prompt to a bug in row building
-                message = redact(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", secret)
+                message = redact_text(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", secret)
                 error = {"type": "internal", "code": None, "message": message}
                 row = error_row(outcome.prompt.id, options.model, error, line=outcome.prompt.line, response=outcome.response)
             write(row)

@@ -12,20 +12,29 @@ Guarantees, and how they are kept:
   it is not a row and its prompt was therefore never done.
 * **No prompt twice.** The ids already in the file are read after the lock is taken, and the run skips
   them; rows are written only by the lock holder.
+* **Every row writable.** A row is always written (:func:`encode_row`), so a paid-for response is never
+  requested again: lone UTF-16 surrogates are written as ``\\udXXX`` JSON escapes (the same string when
+  read back) and the row is flagged; a row that cannot be serialised at all becomes an error row.
+* **No key on disk.** The serialised row is searched once for the API key. A key the server echoed is
+  replaced by ``[REDACTED]``; since the rebuilt ids of such a turn would still encode the key, they are
+  dropped and the row is recorded as an ``api_key_in_response`` error (the redacted response is kept).
+* **Only regular files.** A device (``/dev/full``), a FIFO or a directory is refused: the file is read
+  back to resume, and a device never ends.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import InvalidInputError
-from .errors import redact
+from ..errors import InvalidInputError, OutputFileError
+from .errors import MIN_SECRET_LENGTH, REDACTED
 
 try:  # flock is POSIX; elsewhere the single-writer rule is the user's to keep
     import fcntl
@@ -46,6 +55,87 @@ def to_json_line(row: Any) -> str:
 
 class OutputLockedError(InvalidInputError):
     """Another process is writing the same output file."""
+
+
+#: Row fields holding token ids; a turn whose text held the API key would carry it in these.
+_ID_FIELDS = ("output_ids", "output_source", "prompt_ids", "sample")
+
+
+def _flagged(row: Mapping[str, Any], code: str, message: str) -> dict[str, Any]:
+    flags = row.get("flags")
+    flags = list(flags) if isinstance(flags, list) else []
+    return {**row, "flags": [*flags, {"code": code, "message": message, "field": None}]}
+
+
+def _secret_needles(secret: str | None) -> tuple[str, ...]:
+    if not secret or len(secret) < MIN_SECRET_LENGTH:
+        return ()
+    escaped = to_json_line(secret)[1:-1]  # the key as it appears inside a JSON string
+    return (secret,) if escaped == secret else (secret, escaped)
+
+
+def _without_secret(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row of a response that held the key: no ids (they would encode it), recorded as an error."""
+    kept = {k: v for k, v in row.items() if k not in _ID_FIELDS}
+    if kept.get("status") == "ok":
+        kept["status"] = "error"
+        kept["error"] = {
+            "type": "api_key_in_response",
+            "code": None,
+            "message": "the response holds the API key: it is redacted in the text, and the rebuilt ids, which "
+            "would encode it, were not written",
+        }
+    return _flagged(kept, "api_key_in_text", "the API key appeared in this row's text and was redacted")
+
+
+def _unwritable(row: Mapping[str, Any], err: BaseException) -> dict[str, Any]:
+    rid = row.get("id")
+    return {
+        "id": rid if isinstance(rid, str) else repr(rid),
+        "status": "error",
+        "line": row.get("line") if isinstance(row.get("line"), int) else None,
+        "model": row.get("model") if isinstance(row.get("model"), str) else None,
+        "error": {"type": "unwritable_row", "code": None, "message": f"the row could not be written as JSON: {type(err).__name__}"},
+        "response": None,
+    }
+
+
+def encode_row(row: Mapping[str, Any], secret: str | None = None) -> bytes:
+    """``row`` as the bytes of one line (newline included). Never fails, never holds ``secret``.
+
+    The serialised line is searched for the secret once (no walk over every value). Lone surrogates,
+    which have no UTF-8 form, are written as ``\\udXXX`` JSON escapes and flagged.
+    """
+    return _encode(row, secret)[1]
+
+
+def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, Any], bytes]:
+    """The row as written (it may have become an error row) and its bytes."""
+    try:
+        line = to_json_line(row)
+    except (TypeError, ValueError, RecursionError) as err:
+        row = _unwritable(row, err)
+        line = to_json_line(row)
+    needles = _secret_needles(secret)
+    if any(needle in line for needle in needles):
+        row = _without_secret(row)
+        line = to_json_line(row)
+        for needle in needles:
+            line = line.replace(needle, REDACTED)
+    try:
+        return row, (line + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        flagged = _flagged(
+            row,
+            "lone_surrogate",
+            "the response text holds a lone UTF-16 surrogate, written here as a \\udXXX escape; it has no "
+            "UTF-8 form, so the rebuilt ids cannot be the model's for that character",
+        )
+        line = to_json_line(flagged)
+        for needle in needles:
+            line = line.replace(needle, REDACTED)
+        # Inside JSON strings (the only place a surrogate can be) this is the standard \uXXXX escape.
+        return flagged, (line + "\n").encode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -100,7 +190,7 @@ def scan_rows(lines: Iterable[str], path: str = "<output>") -> ResumeState:
 class OutputFile:
     """The locked, append-only output. Use as a context manager; :meth:`append` one row per prompt.
 
-    ``secret`` (the API key) is scrubbed from every row before it is written: rows hold server text,
+    ``secret`` (the API key) never reaches the file (see :func:`encode_row`): rows hold server text,
     and nothing a server echoes back should put the key on disk.
     """
 
@@ -122,8 +212,18 @@ class OutputFile:
 
     def open(self) -> ResumeState:
         """Lock the file, repair a torn tail, and read what is already done."""
+        if os.fspath(self.path) == "-":
+            raise OutputFileError(
+                "the output is an append-only log read back to resume, so it must be a file, not - (stdout)",
+                field="output",
+            )
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OutputFileError(
+                    f"{self.path} is not a regular file; the output is read back to resume, so it must be one",
+                    field="output",
+                )
             if fcntl is not None:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -141,17 +241,18 @@ class OutputFile:
         self.state = ResumeState(state.done, state.ok, state.errors, state.cost, repaired)
         return self.state
 
-    def append(self, row: Mapping[str, Any]) -> None:
-        """Write one row as one line, durably."""
+    def append(self, row: Mapping[str, Any]) -> str:
+        """Write one row as one line, durably; return the status written (see :func:`encode_row`)."""
         if self._fd is None:
             raise RuntimeError("output file is not open")
-        data = (to_json_line(redact(row, self._secret)) + "\n").encode("utf-8")
+        final, data = _encode(row, self._secret)
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
         if self.fsync:
             os.fsync(self._fd)
+        return str(final.get("status"))
 
     def close(self) -> None:
         if self._fd is not None:

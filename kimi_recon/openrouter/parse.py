@@ -193,21 +193,21 @@ class _Assembly:
     def response(self) -> dict[str, Any]:
         message: dict[str, Any] = {
             "role": self.role,
-            "content": None if self.content is None else "".join(self.content),
+            "content": None if self.content is None else _joined(self.content),
         }
         if self.reasoning is not None:
-            message["reasoning"] = "".join(self.reasoning)
+            message["reasoning"] = _joined(self.reasoning)
         if self.reasoning_content is not None:
-            message["reasoning_content"] = "".join(self.reasoning_content)
+            message["reasoning_content"] = _joined(self.reasoning_content)
         if self.details:
-            message["reasoning_details"] = self.details
+            message["reasoning_details"] = [_details_joined(d) for d in self.details]
         if self.calls:
             message["tool_calls"] = [
                 {
                     "id": call["id"],
                     "type": "function",
                     "index": index,
-                    "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
+                    "function": {"name": call["name"], "arguments": _joined(call["arguments"])},
                 }
                 for index, call in sorted(self.calls.items())
             ]
@@ -317,6 +317,32 @@ def _merge_choice(acc: _Assembly, ch: object, sample: object) -> None:
         if acc.logprobs is None:
             acc.logprobs = []
         acc.logprobs.extend(logprobs["content"])
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def join_surrogate_pairs(text: str) -> str:
+    """``text`` with each high+low surrogate pair made the one character it encodes.
+
+    A server that cuts its stream by UTF-16 code units sends an emoji as ``"\\ud83d"`` in one chunk and
+    ``"\\ude00"`` in the next; each chunk's JSON then gives a lone surrogate, and concatenating the
+    pieces gives two of them, not the emoji. Lone surrogates with no partner are left as they are.
+    """
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def _joined(parts: list[str]) -> str:
+    return join_surrogate_pairs("".join(parts))
+
+
+def _details_joined(detail: dict[str, Any]) -> dict[str, Any]:
+    field = _DETAIL_TEXT_FIELD.get(str(detail.get("type")))
+    if field is not None and isinstance(detail.get(field), str):
+        return {**detail, field: join_surrogate_pairs(detail[field])}
+    return detail
 
 
 _DETAIL_TEXT_FIELD = {"reasoning.text": "text", "reasoning.summary": "summary", "reasoning.encrypted": "data"}

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._io import open_input
 from ..errors import InvalidInputError
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -46,47 +48,72 @@ def derived_id(messages: object, tools: object) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:20]
 
 
-def parse_prompt_line(text: str, line: int) -> Prompt | BadPrompt:
+def parse_prompt_line(text: str | bytes, line: int) -> Prompt | BadPrompt:
     """One prompt line, checked. The returned id may still need de-duplicating (see :func:`parse_prompts`)."""
-    return _parse_line(text, line)[0]
+    return _parse_record(text, line)[0]
 
 
-def _parse_line(text: str, line: int) -> tuple[Prompt | BadPrompt, bool]:
-    """The parsed line and whether its id was derived from its content."""
-    item = _parse_record(text, line)
-    return item, isinstance(item, Prompt) and item.id.startswith("sha256:") and _explicit_id(text) is None
+#: A ``\\uD800``-``\\uDFFF`` JSON escape: the only way a lone surrogate gets into a parsed line.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _explicit_id(text: str) -> object:
-    record = json.loads(text)
-    return record.get("id") if isinstance(record, Mapping) else None
+def _has_lone_surrogate(text: str, value: object) -> bool:
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return False
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
-def _parse_record(text: str, line: int) -> Prompt | BadPrompt:
+def _parse_record(text: str | bytes, line: int, secret: str | None = None) -> tuple[Prompt | BadPrompt, bool]:
+    """The parsed line and whether its id was derived from its content. Never raises: a line that cannot
+    be sent (not UTF-8, not JSON, too deeply nested, lone surrogates, wrong shape) is a :class:`BadPrompt`."""
+    bad_line = f"line-{line}"
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return BadPrompt(bad_line, line, f"line {line} is not UTF-8 ({err.reason} at byte {err.start})"), False
+    if secret and secret in text:
+        # Sending it would put the key into the prompt ids and, if the model repeats it, into the output.
+        return BadPrompt(bad_line, line, f"line {line} holds the API key; it was not sent"), False
     try:
         record = json.loads(text)
+    except RecursionError:
+        return BadPrompt(bad_line, line, f"line {line} is nested too deeply to read"), False
     except ValueError as err:
-        return BadPrompt(f"line-{line}", line, f"line {line} is not JSON: {err}")
+        return BadPrompt(bad_line, line, f"line {line} is not JSON: {err}"), False
     if not isinstance(record, Mapping):
-        return BadPrompt(f"line-{line}", line, f"line {line} must be a JSON object, got {type(record).__name__}")
+        return BadPrompt(bad_line, line, f"line {line} must be a JSON object, got {type(record).__name__}"), False
     raw_id = record.get("id")
     if raw_id is not None and (not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool) or raw_id == ""):
-        return BadPrompt(f"line-{line}", line, f"line {line}: 'id' must be a non-empty string or an integer, got {raw_id!r}")
+        return BadPrompt(bad_line, line, f"line {line}: 'id' must be a non-empty string or an integer, got {raw_id!r:.80}"), False
+    if isinstance(raw_id, str) and _has_lone_surrogate(text, raw_id):
+        return BadPrompt(bad_line, line, f"line {line}: 'id' holds a lone UTF-16 surrogate: {raw_id!r:.80}"), False
     explicit = None if raw_id is None else str(raw_id)
-    fallback_id = explicit if explicit is not None else f"line-{line}"
+    fallback_id = explicit if explicit is not None else bad_line
 
     messages = record.get("messages")
     problem = _check_messages(messages)
     if problem is not None:
-        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): {problem}")
+        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): {problem}"), False
     tools = record.get("tools")
     if tools is not None and (
         not isinstance(tools, Sequence) or isinstance(tools, (str, bytes)) or not all(isinstance(t, Mapping) for t in tools)
     ):
-        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): 'tools' must be a list of objects")
+        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): 'tools' must be a list of objects"), False
+    if _has_lone_surrogate(text, [messages, tools]):
+        return BadPrompt(
+            fallback_id, line, f"prompt {fallback_id!r} (line {line}): holds a lone UTF-16 surrogate, which has no UTF-8 form to send"
+        ), False
     assert isinstance(messages, list)
-    prompt_id = explicit if explicit is not None else derived_id(messages, tools)
-    return Prompt(prompt_id, tuple(messages), tuple(tools) if tools else None, line)
+    try:
+        prompt_id = explicit if explicit is not None else derived_id(messages, tools)
+    except (ValueError, RecursionError) as err:  # e.g. a structure too deep to serialise again
+        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): cannot be serialised: {type(err).__name__}"), False
+    return Prompt(prompt_id, tuple(messages), tuple(tools) if tools else None, line), explicit is None
 
 
 def _check_messages(messages: object) -> str | None:
@@ -104,8 +131,8 @@ def _check_messages(messages: object) -> str | None:
     return None
 
 
-def parse_prompts(lines: Iterable[str]) -> list[Prompt | BadPrompt]:
-    """Every non-blank line, in order, with unique ids.
+def parse_prompts(lines: Iterable[str | bytes], *, secret: str | None = None) -> list[Prompt | BadPrompt]:
+    """Every non-blank line, in order, with unique ids. ``secret`` (the API key): lines holding it are refused.
 
     Two lines with the same explicit id are an error for the whole file (raised, before anything is
     sent): which one a resumed run should treat as done would be ambiguous. Identical id-less prompts
@@ -117,7 +144,7 @@ def parse_prompts(lines: Iterable[str]) -> list[Prompt | BadPrompt]:
     for line_no, text in enumerate(lines, 1):
         if not text.strip():
             continue
-        item, derived = _parse_line(text, line_no)
+        item, derived = _parse_record(text, line_no, secret)
         if derived and isinstance(item, Prompt):
             n = derived_count.get(item.id, 0) + 1
             derived_count[item.id] = n
@@ -134,7 +161,7 @@ def parse_prompts(lines: Iterable[str]) -> list[Prompt | BadPrompt]:
     return out
 
 
-def read_prompts(path: str | Path) -> list[Prompt | BadPrompt]:
-    """:func:`parse_prompts` over a file (UTF-8, one JSON object per line)."""
-    with open(path, encoding="utf-8") as f:
-        return parse_prompts(f)
+def read_prompts(path: str | Path, *, secret: str | None = None) -> list[Prompt | BadPrompt]:
+    """:func:`parse_prompts` over a file (``-`` for stdin), read as bytes: a line that is not UTF-8 is a bad prompt."""
+    with open_input(path) as f:
+        return parse_prompts(f, secret=secret)

@@ -26,6 +26,7 @@ class Rebuilt:
     flags: tuple[Mapping[str, Any], ...] = ()
     prompt_ids: list[int] | None = None
     sample: Mapping[str, Any] | None = None
+    prompt_len: int | None = None  # known when the prompt was encoded for prompt_ids or the sample
     token_counts: TokenCounts | None = None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,7 +51,7 @@ def test_kill_mid_run_then_resume_writes_every_prompt_exactly_once(fake: FakeOpe
     prompts = write_prompts(tmp_path / "prompts.jsonl", [user_prompt(t, f"id{i}") for i, t in enumerate(texts)])
     out = tmp_path / "out.jsonl"
     cmd = generate_cmd(prompts, out, fake, "--concurrency", "2")
-    fake.default_delay = 0.4
+    fake.default_delay = 1.0  # slow enough that the rival run (a cold start, on a loaded machine) sees it alive
 
     first = subprocess.Popen(cmd, env=child_env(api_key), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -134,3 +135,27 @@ def test_main_cli_offers_generate() -> None:
         pytest.skip("the main CLI does not register the openrouter adapter (yet)")
     assert result.returncode == 0, result.stderr
     assert b"OPENROUTER_API_KEY" in result.stdout
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_mid_run_then_resume_writes_every_prompt_exactly_once(fake: FakeOpenRouter, tmp_path: Path, api_key: str, how: signal.Signals) -> None:
+    n = 12
+    prompts = write_prompts(tmp_path / "prompts.jsonl", [user_prompt(f"q{i}", f"id{i}") for i in range(n)])
+    out = tmp_path / "out.jsonl"
+    cmd = generate_cmd(prompts, out, fake, "--concurrency", "2")
+    fake.default_delay = 0.5
+    first = subprocess.Popen(cmd, env=child_env(api_key), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for_rows(out, 2, first)
+    first.send_signal(how)
+    _, stderr = first.communicate(timeout=60)
+    assert first.returncode == 130, stderr.decode()
+    assert b"stopped: interrupted" in stderr
+    done_before = {r["id"] for r in read_rows(out)}  # every line whole: read_rows parses each
+    assert 2 <= len(done_before) < n
+    fake.default_delay = 0.0
+    second = subprocess.run(cmd, env=child_env(api_key), capture_output=True, timeout=120)
+    assert second.returncode == 0, second.stderr.decode()
+    assert sorted(r["id"] for r in read_rows(out)) == sorted(f"id{i}" for i in range(n))
+    for i in range(n):
+        if f"id{i}" in done_before:
+            assert len(fake.seen(f"q{i}")) == 1, f"id{i} had a row before the interrupt but was sent again"

@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_openrouter import Act, FakeOpenRouter
-from openrouter_wire import completion, read_rows, write_prompts
 from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
+from openrouter_wire import completion, read_rows, write_prompts
 
 from kimi_recon.openrouter.generate import GenerateConfig, run_generate
 from kimi_recon.openrouter.options import RequestOptions
@@ -65,7 +66,10 @@ def response_for(golden: dict[str, Any], provider: str, shifts: tuple[int, int, 
     return resp
 
 
-def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences(fake: FakeOpenRouter, tmp_path: Path, api_key: str) -> None:
+@pytest.mark.parametrize("prompt_from", ["counter", "training_sample"])
+def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences(
+    fake: FakeOpenRouter, tmp_path: Path, api_key: str, prompt_from: str
+) -> None:
     goldens = golden_turns(2 * len(VARIANTS))
     prompts, expected = [], {}
     for i, golden in enumerate(goldens):
@@ -84,6 +88,7 @@ def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences
         progress=False,
         max_retries=0,
         fsync=False,
+        training_sample=prompt_from == "training_sample",  # the prompt is then encoded by the rebuild itself
     )
     summary = run_generate(config, api_key)
     rows = {r["id"]: r for r in read_rows(tmp_path / "out.jsonl")}
@@ -92,6 +97,8 @@ def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences
     for pid, (golden, provider, (c_shift, r_shift, p_shift), flags) in expected.items():
         row = rows[pid]
         assert row["output_ids"] == golden["output_ids"], pid  # the rebuild itself is exact
+        if prompt_from == "training_sample":
+            assert row["sample"]["input_ids"] == golden["prompt_ids"] + golden["output_ids"]
         n_out, n_prompt = len(golden["output_ids"]), len(golden["prompt_ids"])
         n_reasoning = golden["output_ids"].index(THINK_END) + 1
         counts = row["token_counts"]
@@ -135,3 +142,32 @@ def test_no_usage_check_leaves_rows_without_token_counts(fake: FakeOpenRouter, t
     (row,) = read_rows(tmp_path / "out.jsonl")
     assert "token_counts" not in row and not any(f["code"].endswith("_mismatch") for f in row["flags"])
     assert summary.token_counts["providers"] == {} and summary.lines() == [summary.line()]
+
+
+def test_a_prompt_that_cannot_be_counted_leaves_only_that_figure_unchecked(
+    fake: FakeOpenRouter, tmp_path: Path, api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kimi_recon.openrouter import rebuild
+
+    def failing_counter(**_: object) -> object:
+        def count(prompt: object) -> int:
+            raise ValueError(f"cannot render (server said {api_key})")
+
+        return count
+
+    monkeypatch.setattr(rebuild, "make_prompt_counter", failing_counter)
+    write_prompts(tmp_path / "prompts.jsonl", [{"id": "a", "messages": [{"role": "user", "content": "hi"}]}])
+    config = GenerateConfig(
+        prompts=tmp_path / "prompts.jsonl",
+        output=tmp_path / "out.jsonl",
+        options=RequestOptions(model="moonshotai/kimi-k2.5"),
+        base_url=fake.base_url,
+        progress=False,
+    )
+    summary = run_generate(config, api_key)
+    (row,) = read_rows(tmp_path / "out.jsonl")
+    assert summary.ok == 1 and row["status"] == "ok"
+    (unchecked,) = [f for f in row["flags"] if f["code"] == "prompt_tokens_unchecked"]
+    assert "ValueError: cannot render" in unchecked["message"] and api_key not in unchecked["message"]
+    assert "prompt_tokens" not in row["token_counts"] and "completion_tokens" in row["token_counts"]
+    assert api_key not in (tmp_path / "out.jsonl").read_text()

@@ -1,0 +1,447 @@
+"""The audit report as one self-contained HTML page, rendered from the JSON form of the audit.
+
+The page is a view of :meth:`kimi_recon.dataset.DatasetAudit.to_dict` and nothing else: every figure it shows
+is read from that mapping (and carries ``data-key``, the JSON path it came from, so a test can check the two
+agree). No network requests and no script: inline CSS and inline SVG, and a Content-Security-Policy that
+forbids fetching anything. Every string from the data (record ids, token text, error messages) is untrusted
+and HTML-escaped; long strings are clipped so the page stays small whatever the audit held.
+
+To add a section, write a function ``(report) -> str`` that returns "" when its keys are absent, and add it
+to :data:`SECTIONS`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+__all__ = ["SECTIONS", "render_html"]
+
+KIND_COLORS: Final[dict[str, str]] = {
+    "exact": "#2e7d32",
+    "non_canonical_bpe": "#7cb342",
+    "whitespace_drift": "#f9a825",
+    "reasoning_missing": "#ef6c00",
+    "special_token_mismatch": "#c62828",
+    "tool_call_format": "#8e24aa",
+    "text_mismatch": "#5d4037",
+    "error": "#546e7a",
+}
+REGION_COLORS: Final[dict[str, str]] = {
+    "reasoning": "#5c6bc0",
+    "content": "#26a69a",
+    "tool_calls": "#ab47bc",
+    "end": "#ef5350",
+}
+_CSP: Final = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
+_CSS: Final = """
+:root { color-scheme: light; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", sans-serif; color: var(--fg);
+       margin: 0 auto; max-width: 1180px; padding: 24px 28px 60px; background: #fff; }
+h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 34px 0 10px; border-bottom: 1px solid var(--line);
+     padding-bottom: 4px; } h3 { font-size: 15px; margin: 0 0 6px; }
+.muted { color: var(--muted); } .small { font-size: 12.5px; }
+code, .mono, td.tok, .tokid { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 18px 0 6px; }
+.card { border: 1px solid var(--line); border-radius: 8px; padding: 10px 16px; min-width: 170px; background: var(--soft); }
+.card .big { font-size: 26px; font-weight: 650; display: block; }
+.card.good { border-left: 6px solid #2e7d32; } .card.bad { border-left: 6px solid #c62828; }
+.card.warn { border-left: 6px solid #546e7a; }
+table { border-collapse: collapse; margin: 6px 0 10px; }
+th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left; vertical-align: top; }
+th { background: var(--soft); font-weight: 600; font-size: 13px; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.bar { height: 12px; min-width: 1px; border-radius: 2px; display: inline-block; vertical-align: middle; }
+.barcell { width: 260px; }
+.sw { display: inline-block; width: 11px; height: 11px; border-radius: 2px; margin-right: 6px; vertical-align: -1px; }
+.kind { font-weight: 600; }
+nav.toc a { margin-right: 10px; white-space: nowrap; }
+.record { border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; margin: 14px 0; }
+.record:target { outline: 3px solid #0969da; }
+.record .head { display: flex; flex-wrap: wrap; gap: 6px 14px; align-items: baseline; }
+.pill { border-radius: 10px; padding: 1px 8px; color: #fff; font-size: 12.5px; font-weight: 600; }
+.flag { border: 1px solid var(--line); border-radius: 10px; padding: 0 7px; font-size: 12px; background: var(--soft); }
+.detail { margin: 6px 0 8px; overflow-wrap: anywhere; }
+table.diff { width: 100%; table-layout: fixed; }
+table.diff td, table.diff th { padding: 2px 8px; }
+table.diff col.ix { width: 64px; } table.diff col.id { width: 84px; }
+td.tok { white-space: pre-wrap; overflow-wrap: anywhere; }
+tr.first td { background: #fff4d6; } tr.first td.ix::before { content: "\\25B6  "; color: #c62828; }
+tr.ne td.tok, tr.ne td.tokid { background: #ffebe9; } tr.first.ne td.tok { background: #ffd8d3; }
+.sp { background: #ddf4ff; color: #0550ae; border: 1px solid #54aeff; border-radius: 4px; padding: 0 3px; font-weight: 600; }
+.ws { color: #8c959f; } .raw { color: #9a6700; }
+.tokid { color: var(--muted); font-size: 12.5px; }
+bdi { unicode-bidi: isolate; }
+svg text { font: 11px system-ui, sans-serif; fill: #59636e; }
+.legend span { margin-right: 14px; white-space: nowrap; }
+footer { margin-top: 40px; font-size: 12.5px; color: var(--muted); }
+"""
+
+# Display limits: a hostile record can hold megabytes in its id or text; the page shows a clipped copy.
+ID_CHARS: Final = 120
+MESSAGE_CHARS: Final = 400
+DETAIL_CHARS: Final = 600
+TOKEN_CHARS: Final = 80
+#: Flags shown on one record (a record has a handful; the JSON has them all).
+FLAGS_SHOWN: Final = 20
+#: Rows of the unreadable-records table (the JSON's ``errors`` are already capped by the audit).
+ERROR_ROWS: Final = 100
+
+Report = Mapping[str, Any]
+
+
+# -- escaping and figures -------------------------------------------------------------------------------
+
+
+def esc(value: object) -> str:
+    """HTML-escaped text (quotes too), with lone surrogates made ``\\udXXX`` so the page is valid UTF-8."""
+    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    return html.escape(text, quote=True)
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def fmt_int(value: int) -> str:
+    return f"{value:,}"
+
+
+def fmt_pct(value: float) -> str:
+    return f"{100 * value:.2f}%"
+
+
+def figure(path: Sequence[str | int], value: Any, fmt: Callable[[Any], str] = fmt_int, tag: str = "span", cls: str = "") -> str:
+    """A figure read from the report at ``path``, tagged with that path (JSON list) for checking."""
+    kind = "pct" if fmt is fmt_pct else "int"
+    klass = f' class="{cls}"' if cls else ""
+    return f'<{tag}{klass} data-key="{esc(json.dumps(list(path)))}" data-format="{kind}">{esc(fmt(value))}</{tag}>'
+
+
+def table(headers: Sequence[tuple[str, str]], rows: Iterable[Sequence[str]], cls: str = "") -> str:
+    """A table from already-escaped cells; ``headers`` are (label, css class)."""
+    head = "".join(f'<th class="{c}">{esc(h)}</th>' for h, c in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{headers[i][1]}">{cell}</td>' for i, cell in enumerate(row)) + "</tr>" for row in rows
+    )
+    klass = f' class="{cls}"' if cls else ""
+    return f"<table{klass}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def bar(share: float, color: str) -> str:
+    width = max(0.0, min(1.0, share)) * 100
+    return f'<span class="bar" style="width:{width:.2f}%;background:{color}"></span>'
+
+
+def swatch(color: str) -> str:
+    return f'<span class="sw" style="background:{color}"></span>'
+
+
+def anchor(record: Mapping[str, Any]) -> str:
+    return f"rec-{int(record['index'])}"
+
+
+def where(record: Mapping[str, Any], id_key: str = "id") -> str:
+    """``line 12 · id 'abc'`` (escaped), as the text summary says it."""
+    line = record.get("line")
+    place = f"line {int(line)}" if line is not None else f"record {int(record['index'])}"
+    rid = record.get(id_key)
+    return esc(place) + (f" · id <bdi class=\"mono\">{esc(clip(str(rid), ID_CHARS))}</bdi>" if rid is not None else "")
+
+
+# -- sections ---------------------------------------------------------------------------------------------
+
+
+def _card(label: str, big: str, small: str, cls: str = "") -> str:
+    """A headline figure: ``big`` and ``small`` are markup already escaped."""
+    return f'<div class="card {cls}"><span class="muted small">{esc(label)}</span><span class="big">{big}</span>{small}</div>'
+
+
+def section_summary(report: Report) -> str:
+    total, exact = int(report["total"]), int(report["counts"].get("exact", 0))
+    errors = int(report.get("error_count", 0))
+    good = "good" if total and exact == total else "bad"
+    cards = [
+        _card("exact, out of all records", f'{figure(["counts", "exact"], exact)} / {figure(["total"], total)}',
+              f'{figure(["exact_rate_of_all"], report.get("exact_rate_of_all", 0.0), fmt_pct)} of all records', good),
+        _card("compared", figure(["compared"], report["compared"]),
+              f'exact {figure(["exact_rate"], report["exact_rate"], fmt_pct)} of compared'),
+        _card("benign (exact + non_canonical_bpe)", figure(["benign_count"], report["benign_count"]),
+              f'{figure(["benign_rate"], report["benign_rate"], fmt_pct)} of compared'),
+        _card("unreadable records", figure(["error_count"], errors),
+              f'{figure(["error_rate"], report.get("error_rate", 0.0), fmt_pct)} of all records', "warn" if errors else ""),
+    ]
+    think = "on" if report.get("thinking") else "off"
+    meta = (
+        f'profile <code>{esc(report.get("profile", "?"))}</code>, thinking {think} unless a record says otherwise'
+    )
+    if report.get("elapsed_seconds"):
+        seconds = float(report["elapsed_seconds"])
+        meta += f" · audited in {seconds:.2f} s"
+    return f'<p class="muted">{meta}</p><div class="cards">{"".join(cards)}</div>'
+
+
+def section_kinds(report: Report) -> str:
+    counts: Mapping[str, int] = report["counts"]
+    rates: Mapping[str, float] = report.get("rates", {})
+    compared = max(1, int(report["compared"]))
+    firsts: dict[str, str] = {}
+    for rec in report.get("worst", []):
+        firsts.setdefault(rec["kind"], anchor(rec))
+    rows = []
+    for kind, count in counts.items():
+        color = KIND_COLORS.get(kind, "#888")
+        name = f'{swatch(color)}<span class="kind">{esc(kind)}</span>'
+        if kind in firsts:
+            name += f' <a class="small" href="#{firsts[kind]}">worst example</a>'
+        rows.append([
+            name,
+            figure(["counts", kind], count),
+            figure(["rates", kind], rates.get(kind, 0.0), fmt_pct) if kind in rates else "",
+            bar(int(count) / compared, color),
+        ])
+    errors = int(report.get("error_count", 0))
+    rows.append([
+        f'{swatch(KIND_COLORS["error"])}<span class="kind">unreadable</span>' + (' <a class="small" href="#unreadable">list</a>' if errors else ""),
+        figure(["error_count"], errors),
+        figure(["error_rate"], report.get("error_rate", 0.0), fmt_pct) + ' <span class="muted small">of all</span>',
+        bar(errors / max(1, int(report["total"])), KIND_COLORS["error"]),
+    ])
+    heads = [("kind", ""), ("records", "num"), ("share of compared", "num"), ("", "barcell")]
+    note = '<p class="muted small">Kinds from most benign to most serious; a record counts under the most serious kind it shows.</p>'
+    return "<h2 id=\"kinds\">Mismatch kinds</h2>" + table(heads, rows) + note
+
+
+def _count_table(report: Report, key: str, label: str) -> str:
+    counts: Mapping[str, int] = report.get(key) or {}
+    if not counts:
+        return f'<p class="muted">No {esc(label)}s.</p>'
+    compared = max(1, int(report["compared"]))
+    ordered = sorted(counts.items(), key=lambda kv: (-int(kv[1]), kv[0]))
+    rows = [[f"<code>{esc(name)}</code>", figure([key, name], n), bar(int(n) / compared, "#57606a")] for name, n in ordered]
+    return table([(label, ""), ("records", "num"), ("", "barcell")], rows)
+
+
+def section_flags(report: Report) -> str:
+    if "flag_counts" not in report:
+        return ""
+    out = "<h2 id=\"flags\">Reconstruction flags</h2>"
+    out += '<p class="muted small">What reconstruction noticed that may make ids differ (a record can have several).</p>'
+    out += _count_table(report, "flag_counts", "flag")
+    if report.get("source_counts"):
+        out += "<h3>Where the ids came from</h3>" + _count_table(report, "source_counts", "source")
+    return out
+
+
+def section_first_diff(report: Report) -> str:
+    hist = report.get("first_diff_histogram")
+    if not hist:
+        return ""
+    bins, regions = int(hist["bins"]), [str(r) for r in hist["regions"]]
+    counts: Mapping[str, Sequence[int]] = hist["counts"]
+    stacks = [sum(int(counts[r][b]) for r in regions) for b in range(bins)]
+    peak = max(stacks) or 1
+    width, height, left, bottom, top = 640, 220, 40, 30, 12
+    plot_h = height - bottom - top
+    col = (width - left - 10) / bins
+    parts = [f'<svg role="img" aria-label="first differences by position and region" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    for tick in (0, peak // 2, peak) if peak > 1 else (0, peak):
+        y = top + plot_h - plot_h * tick / peak
+        parts.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eaeef2"/>')
+        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick}</text>')
+    for b in range(bins):
+        y = top + plot_h
+        x = left + b * col + 3
+        for r in regions:
+            n = int(counts[r][b])
+            if not n:
+                continue
+            h = plot_h * n / peak
+            y -= h
+            label = f"{r}, {100 * b // bins}–{100 * (b + 1) // bins}% of the turn: {n}"
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{col - 6:.1f}" height="{h:.1f}" fill="{REGION_COLORS.get(r, "#888")}">'
+                f"<title>{esc(label)}</title></rect>"
+            )
+        parts.append(f'<text x="{left + (b + 0.5) * col:.1f}" y="{height - 12}" text-anchor="middle">{100 * b // bins}–{100 * (b + 1) // bins}%</text>')
+    parts.append("</svg>")
+    legend = '<div class="legend small">' + "".join(
+        f"<span>{swatch(REGION_COLORS.get(r, '#888'))}{esc(r)}</span>" for r in regions
+    ) + "</div>"
+    heads = [("region", "")] + [(f"{100 * b // bins}–{100 * (b + 1) // bins}%", "num") for b in range(bins)] + [("all", "num")]
+    totals = hist.get("region_totals", {})
+    rows = [
+        [f"{swatch(REGION_COLORS.get(r, '#888'))}{esc(r)}"]
+        + [figure(["first_diff_histogram", "counts", r, b], int(counts[r][b])) for b in range(bins)]
+        + [figure(["first_diff_histogram", "region_totals", r], totals.get(r, sum(counts[r])))]
+        for r in regions
+    ]
+    intro = (
+        '<p class="muted small">Where the first differing id falls, as a share of the reference\'s length, and in which part of '
+        "the turn: reasoning, content, tool calls, or the end (<code>&lt;|im_end|&gt;</code>, or past one side's last id).</p>"
+    )
+    return '<h2 id="where">Where the first difference falls</h2>' + intro + "".join(parts) + legend + table(heads, rows)
+
+
+def section_errors(report: Report) -> str:
+    count = int(report.get("error_count", 0))
+    if not count:
+        return ""
+    errors: Sequence[Mapping[str, Any]] = report.get("errors", [])[:ERROR_ROWS]
+    rows = [
+        [
+            f'<span id="err-{int(e["index"])}">{where(e, "record_id")}</span>',
+            f"<code>{esc(clip(str(e['field']), ID_CHARS))}</code>" if e.get("field") else "",
+            f"<bdi>{esc(clip(str(e.get('message', '')), MESSAGE_CHARS))}</bdi>",
+            f"<code>{esc(clip(str(e.get('error_type', '')), ID_CHARS))}</code>",
+        ]
+        for e in errors
+    ]
+    out = f'<h2 id="unreadable">Unreadable records ({figure(["error_count"], count)})</h2>'
+    out += '<p class="muted small">Records that could not be compared: counted in the total, never dropped.</p>'
+    out += table([("record", ""), ("field", ""), ("problem", ""), ("error", "")], rows)
+    if count > len(errors):
+        out += f'<p class="muted">… and {esc(fmt_int(count - len(errors)))} more (the audit keeps the first {esc(len(errors))}).</p>'
+    return out
+
+
+def _token_cell(tok: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(token cell, id cell) for one token of a window; "(none)" past that side's end."""
+    if tok is None:
+        return '<span class="muted small">(none)</span>', ""
+    tid = int(tok["id"])
+    hover = esc(f"id {tid} · bytes {clip(str(tok.get('bytes', '')), 8 * TOKEN_CHARS)}" + (" · special token" if tok.get("special") else ""))
+    if tok.get("special"):
+        return f'<span class="sp" title="{hover}">{esc(clip(str(tok.get("text", "")), TOKEN_CHARS))}</span>', f'<span class="tokid">{tid}</span>'
+    return f'<span title="{hover}">{_visible(tok)}</span>', f'<span class="tokid">{tid}</span>'
+
+
+_WHITESPACE: Final = {" ": "·", "\n": "↵\n", "\t": "→", "\r": "\\r"}
+
+
+#: Characters that show as nothing: zero-width joiners and spaces, directional marks and overrides, BOM.
+_INVISIBLE: Final = frozenset("\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2060\ufeff\u00ad")
+
+
+def _visible(tok: Mapping[str, Any]) -> str:
+    """An ordinary token's text with whitespace and control characters made visible, escaped. Bytes that are
+    only part of a UTF-8 character (the text has them as ``\\xNN``) are shown as such, styled apart."""
+    try:
+        text = bytes.fromhex(str(tok.get("bytes", ""))).decode("utf-8")
+    except ValueError:  # not whole characters (or no bytes given): the escaped text as the JSON has it
+        return f'<span class="raw">{esc(clip(str(tok.get("text", "")), TOKEN_CHARS))}</span>'
+    out = []
+    for ch in clip(text, TOKEN_CHARS):
+        if ch in _WHITESPACE:
+            out.append(f'<span class="ws">{_WHITESPACE[ch]}</span>')
+        elif ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0:
+            out.append(f'<span class="raw">\\x{ord(ch):02x}</span>')
+        elif ch.isspace() or ch in _INVISIBLE:  # other spaces, joiners, marks: drift hides in them
+            out.append(f'<span class="ws">&lt;U+{ord(ch):04X}&gt;</span>')
+        else:
+            out.append(esc(ch))
+    return "".join(out)
+
+
+def _diff_table(comparison: Mapping[str, Any]) -> str:
+    first = comparison.get("first_diff")
+    ref = {int(t["index"]): t for t in comparison.get("reference_window", [])}
+    rec = {int(t["index"]): t for t in comparison.get("reconstructed_window", [])}
+    indices = sorted(set(ref) | set(rec))
+    if first is not None and (not indices or indices[-1] < first):
+        indices.append(int(first))  # the difference is one side ending: show the row where it ends
+    rows = []
+    for i in indices:
+        a, b = ref.get(i), rec.get(i)
+        cls = " ".join(
+            c for c, on in (("first", i == first), ("ne", (a or {}).get("id") != (b or {}).get("id"))) if on
+        )
+        ta, ia = _token_cell(a)
+        tb, ib = _token_cell(b)
+        rows.append(f'<tr class="{cls}"><td class="ix tokid">{i}</td><td class="tokid">{ia}</td><td class="tok">{ta}</td>'
+                    f'<td class="tokid">{ib}</td><td class="tok">{tb}</td></tr>')
+    cols = '<colgroup><col class="ix"><col class="id"><col><col class="id"><col></colgroup>'
+    head = "<thead><tr><th>index</th><th>id</th><th>reference (what the model generated)</th><th>id</th><th>reconstruction</th></tr></thead>"
+    return f'<table class="diff">{cols}{head}<tbody>{"".join(rows)}</tbody></table>'
+
+
+def _record_card(n: int, record: Mapping[str, Any]) -> str:
+    c: Mapping[str, Any] = record.get("comparison") or {}
+    kind = str(record.get("kind", c.get("kind", "?")))
+    color = KIND_COLORS.get(kind, "#888")
+    also = [k for k in c.get("kinds", []) if k != kind]
+    head = [
+        f'<a href="#{anchor(record)}" class="mono">#{n}</a>',
+        f'<span class="pill" style="background:{color}">{esc(kind)}</span>',
+        f"<span>{where(record)}</span>",
+    ]
+    if also:
+        head.append(f'<span class="muted small">also {esc(", ".join(map(str, also)))}</span>')
+    facts = (
+        f"reference {esc(fmt_int(int(c.get('reference_len', 0))))} ids, reconstruction {esc(fmt_int(int(c.get('reconstructed_len', 0))))} ids; "
+        f"first difference at index {esc(c.get('first_diff'))} ({esc(c.get('region'))}); difference size {esc(c.get('diff_size'))}"
+        f"; ids from {esc(clip(str(record.get('source')), ID_CHARS))}"
+    )
+    times = Counter(str(f) for f in record.get("flags", []))  # a flag repeats once per field it concerns
+    flags = "".join(
+        f'<span class="flag">{esc(clip(f, ID_CHARS))}{f" ×{n}" if n > 1 else ""}</span> ' for f, n in list(times.items())[:FLAGS_SHOWN]
+    )
+    return (
+        f'<div class="record" id="{anchor(record)}"><div class="head">{"".join(head)}</div>'
+        f'<div class="small muted">{facts}</div>'
+        f'<div class="detail">{esc(clip(str(c.get("detail", "")), DETAIL_CHARS))}</div>'
+        + (f'<div class="small">flags: {flags}</div>' if flags else "")
+        + _diff_table(c)
+        + "</div>"
+    )
+
+
+def section_worst(report: Report) -> str:
+    worst: Sequence[Mapping[str, Any]] = report.get("worst") or []
+    if "worst" not in report:
+        return ""
+    limit = report.get("worst_limit", len(worst))
+    out = f'<h2 id="worst">Worst records ({esc(len(worst))} shown, up to {esc(limit)})</h2>'
+    if not worst:
+        return out + '<p class="muted">Every compared record is exact.</p>'
+    out += (
+        '<p class="muted small">The worst of each kind in turn, most serious kind first, largest difference first. Each table '
+        "lines up both sides by index around the first difference (▶); special tokens are boxed; hover a token for its id and "
+        "bytes. <code>·</code> is a space, <code>↵</code> a newline, <code>→</code> a tab.</p>"
+    )
+    toc = "".join(
+        f'<a href="#{anchor(r)}">#{n} {esc(r.get("kind", ""))} · {where(r)}</a> ' for n, r in enumerate(worst, 1)
+    )
+    out += f'<nav class="toc small">{toc}</nav>'
+    return out + "".join(_record_card(n, r) for n, r in enumerate(worst, 1))
+
+
+#: The page's sections, in order; each returns "" when the report has no data for it.
+SECTIONS: list[Callable[[Report], str]] = [
+    section_summary,
+    section_kinds,
+    section_first_diff,
+    section_flags,
+    section_errors,
+    section_worst,
+]
+
+
+def render_html(report: Report, *, title: str = "kimi-recon audit") -> str:
+    """The report (``DatasetAudit.to_dict()``, or that JSON read back) as one self-contained HTML page."""
+    body = "".join(section(report) for section in SECTIONS)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{esc(title)}: {esc(fmt_int(int(report['total'])))} records</h1>"
+        f"{body}"
+        '<footer>Written by kimi-recon. Every figure here is in the audit\'s JSON report (<code>--json</code>).</footer>'
+        "</body></html>\n"
+    )

@@ -1,0 +1,243 @@
+"""The options a record (or a call) sets for rendering: ``profile``, ``thinking``, ``tools``,
+``call_index_offset``, ``template_kwargs`` and the ``kimi-k3`` prompt options ``thinking_effort`` and
+``tool_choice``, read by one function, :func:`parse_options`.
+
+Every command and every API function that takes these goes through it, so a value means the same
+everywhere: ``thinking`` is a bool (``"false"`` is refused, not read as true); ``tools`` may be a list
+or its JSON text (SpecForge and vLLM speculators store it as text); ``call_index_offset`` is a
+non-negative int; ``template_kwargs`` is an object whose keys reach the chat template.
+
+Tools that went through Arrow (Hugging Face ``datasets`` 3.x, Ray) come back with every key any
+other tool of the column had, set to null. Where JSON Schema and the OpenAI tool format never allow a
+null, the null can only be such a filler, so it is removed, which gives back the original exactly
+(flag ``tools_null_fields_removed``). Where a null is legal (``default``, ``const``, ``example``,
+``examples``, unknown keys) and the tools show such fillers, a real null and a filled one cannot be
+told apart, so the record is refused with a message saying so; without fillers such a null is kept
+(pydantic writes ``"default": null`` for optional fields).
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidInputError
+from .models import Flag
+from .profiles import ChatProfile, get_profile
+
+__all__ = ["OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options"]
+
+#: The record keys :func:`parse_options` reads.
+OPTION_KEYS: tuple[str, ...] = (
+    "profile",
+    "thinking",
+    "tools",
+    "call_index_offset",
+    "template_kwargs",
+    "thinking_effort",
+    "tool_choice",
+)
+
+#: Template variables kimi-recon sets itself; ``template_kwargs`` may not set them.
+RESERVED_TEMPLATE_KWARGS = frozenset({"messages", "tools", "tools_ts_str", "add_generation_prompt", "thinking", "tool_choice"})
+
+#: Keys of a tool definition or a JSON Schema whose value is never null (a null there is an Arrow filler).
+_NEVER_NULL = frozenset(
+    {
+        # OpenAI tool format
+        "type", "function", "name", "description", "parameters", "strict",
+        # JSON Schema keywords
+        "$schema", "$id", "$ref", "$defs", "$comment", "$anchor", "title", "properties", "patternProperties",
+        "additionalProperties", "unevaluatedProperties", "propertyNames", "required", "dependentRequired",
+        "dependentSchemas", "definitions", "items", "prefixItems", "additionalItems", "contains", "unevaluatedItems",
+        "enum", "format", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+        "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "minContains", "maxContains",
+        "minProperties", "maxProperties", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "nullable",
+        "deprecated", "readOnly", "writeOnly", "contentEncoding", "contentMediaType", "discriminator",
+    }
+)
+#: Keys whose value is a mapping from names the user chose to schemas (a schema is never null).
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """Checked rendering options. ``tools`` None means no tools; ``call_index_offset`` None means
+    "count the tool calls of the conversation"; ``flags`` says what reading them changed."""
+
+    profile: ChatProfile
+    thinking: bool
+    tools: tuple[dict[str, Any], ...] | None = None
+    call_index_offset: int | None = None
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    thinking_effort: str | None = None
+    tool_choice: Any = None
+    flags: tuple[Flag, ...] = ()
+
+
+def parse_options(
+    record: Mapping[str, Any] | None = None,
+    *,
+    profile: str | ChatProfile = "kimi-k2.5",
+    thinking: object = True,
+    tools: object = None,
+    call_index_offset: object = None,
+    template_kwargs: object = None,
+    thinking_effort: object = None,
+    tool_choice: object = None,
+    sample: object = None,
+    read: Collection[str] = OPTION_KEYS,
+) -> RecordOptions:
+    """The options of ``record``, each falling back to the keyword of the same name when the record
+    has no such key (or null). Raises :class:`~kimi_recon.errors.InvalidInputError` naming the field
+    and ``sample`` for a value of the wrong type; see the module doc for what each accepts.
+
+    ``read`` lists the record keys a caller uses (reconstruction has no prompt, so it does not read
+    ``tools`` or ``template_kwargs``); the keywords are checked whatever ``read`` says."""
+    own = record if record is not None else {}
+    if not isinstance(own, Mapping):
+        raise InvalidInputError(f"must be an object, got {type(own).__name__}", field="record", sample=sample)
+
+    def pick(key: str, default: object) -> object:
+        value = own.get(key) if key in read else None
+        return default if value is None else value
+
+    try:
+        prof = get_profile(pick("profile", profile))  # type: ignore[arg-type]  # checked there
+        parsed_tools, flags = _tools(pick("tools", tools))
+        return RecordOptions(
+            profile=prof,
+            thinking=_thinking(pick("thinking", thinking)),
+            tools=parsed_tools,
+            call_index_offset=_call_index_offset(pick("call_index_offset", call_index_offset)),
+            template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),
+            thinking_effort=_thinking_effort(pick("thinking_effort", thinking_effort)),
+            tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon.k3_prompt)
+            flags=flags,
+        )
+    except InvalidInputError as err:
+        raise err.with_sample(sample) from None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def _thinking(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if getattr(getattr(value, "dtype", None), "kind", None) == "b":  # numpy booleans from Arrow/Ray batches
+        return bool(value)
+    raise InvalidInputError(f"must be true or false (a JSON boolean), got {_short(value)}", field="thinking")
+
+
+def _thinking_effort(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value  # which efforts exist is the profile's to say (kimi_recon.k3_prompt)
+    raise InvalidInputError(f"must be a string such as \"max\", got {_short(value)}", field="thinking_effort")
+
+
+def _call_index_offset(value: object) -> int | None:
+    if value is None:
+        return None
+    # numbers.Integral takes numpy integers (Arrow/Ray batches) and refuses floats and strings.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise InvalidInputError(f"must be a non-negative integer, got {_short(value)}", field="call_index_offset")
+    return int(value)
+
+
+def _template_kwargs(value: object) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, (str, bytes)):
+        value = _json(value, "template_kwargs")
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidInputError(f"must be an object with string keys, got {_short(value)}", field="template_kwargs")
+    reserved = sorted(RESERVED_TEMPLATE_KWARGS & set(value))
+    if reserved:
+        raise InvalidInputError(
+            f"sets {', '.join(reserved)}, which kimi-recon sets itself; use the record's own "
+            "'thinking'/'tools' (or the matching argument) instead",
+            field="template_kwargs",
+        )
+    return dict(value)
+
+
+def _json(text: str | bytes, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InvalidInputError("is JSON text nested too deeply", field=where) from None
+    except ValueError as err:
+        raise InvalidInputError(f"is text but not JSON ({err})", field=where) from None
+
+
+def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag, ...]]:
+    if value is None:
+        return None, ()
+    if isinstance(value, (str, bytes)):
+        value = _json(value, "tools")
+        if value is None:
+            return None, ()
+    if hasattr(value, "tolist") and not isinstance(value, Mapping):  # a numpy array from Arrow/Ray batches
+        value = value.tolist()
+    if isinstance(value, Mapping) or not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        raise InvalidInputError(f"must be a list of tool objects (or its JSON text), got {type(value).__name__}", field="tools")
+    filled: list[str] = []
+    ambiguous: list[str] = []
+    tools = []
+    try:
+        for i, tool in enumerate(value):
+            if not isinstance(tool, Mapping):
+                raise InvalidInputError(f"must be a tool object, got {type(tool).__name__}", field=f"tools[{i}]")
+            tools.append(_plain(tool, f"tools[{i}]", False, filled, ambiguous))
+    except RecursionError:
+        raise InvalidInputError("is nested too deeply", field="tools") from None
+    if filled and ambiguous:
+        raise InvalidInputError(
+            f"went through Arrow (Hugging Face datasets or Ray filled missing keys with null: {', '.join(filled[:3])}"
+            f"{' …' if len(filled) > 3 else ''}), and {', '.join(ambiguous[:3])} {'is' if len(ambiguous) == 1 else 'are'} "
+            "null where a real null is allowed, so whether the original had that key cannot be told; "
+            "store tools as JSON text (a string column) so they survive the round trip",
+            field="tools",
+        )
+    if not tools:
+        return None, ()
+    flags: tuple[Flag, ...] = ()
+    if filled:
+        flags = (
+            Flag(
+                "tools_null_fields_removed",
+                f"removed {len(filled)} null field(s) that Arrow filled in (e.g. {filled[0]}); null is not a valid value there",
+                "tools",
+            ),
+        )
+    return tuple(tools), flags
+
+
+def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: list[str]) -> Any:
+    """A JSON-like copy of ``value`` (numpy arrays and scalars made plain) without Arrow's filler nulls.
+
+    ``names`` says the keys of this mapping are names the user chose (its values are schemas).
+    """
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            where = f"{path}.{key}"
+            if item is None:
+                if names or key in _NEVER_NULL:
+                    filled.append(where)
+                    continue
+                ambiguous.append(where)
+            out[key] = _plain(item, where, not names and key in _SCHEMA_MAPS, filled, ambiguous)
+        return out
+    if isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and hasattr(value, "dtype")):
+        items = value.tolist() if hasattr(value, "tolist") else value
+        if not isinstance(items, list):  # a numpy scalar
+            return items
+        return [_plain(item, f"{path}[{i}]", False, filled, ambiguous) for i, item in enumerate(items)]
+    return value

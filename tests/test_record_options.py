@@ -1,0 +1,181 @@
+"""Record options (profile, thinking, tools, call_index_offset, template_kwargs) mean the same in every
+command and API: one parser, kimi_recon.record_options.parse_options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import OFFICIAL, read_jsonl
+from kimi_recon import InvalidInputError, KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
+from kimi_recon.cli import main
+from kimi_recon.dataset import audit_record, reconstruct_record
+from kimi_recon.record_options import parse_options
+from kimi_recon.render import render_assistant_turn
+from kimi_recon.training import sample_from_record
+
+CASES = read_jsonl(OFFICIAL / "turns.jsonl")
+WITH_TOOLS = [c for c in CASES if c["tools"] and c["turn"].get("tool_calls")]
+TOOL_TURN = {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+
+
+def record(case: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"id": "r1", "messages": case["messages"], "tools": case["tools"], "turn": case["turn"], "thinking": case["thinking"], **extra}
+
+
+# -- thinking ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, "no", [], 0.0])
+def test_thinking_that_is_not_a_bool_is_refused_naming_field_and_sample(value: object) -> None:
+    with pytest.raises(InvalidInputError, match=r"sample 'r7', field 'thinking': must be true or false") as err:
+        parse_options({"thinking": value}, sample="r7")
+    assert err.value.field == "thinking"
+
+
+def test_thinking_false_as_text_is_an_error_row_in_build_samples_and_reconstruct(tmp_path: Path) -> None:
+    # The issue: build-samples read "false" as thinking on, while reconstruct refused it.
+    case = CASES[0]
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(record(case, thinking="false")) + "\n", encoding="utf-8")
+    for command in ("build-samples", "reconstruct"):
+        out = tmp_path / f"{command}.jsonl"
+        assert main([command, str(src), "-o", str(out)]) == 1
+        row = read_jsonl(out)[0]
+        error = row["error"] if isinstance(row["error"], str) else f"field {row['error']['field']!r}: {row['error']['message']}"
+        assert "field 'thinking': must be true or false" in error, (command, row)
+        assert "input_ids" not in row and row.get("output_ids") is None
+
+
+def test_numpy_bool_thinking_from_arrow_batches_is_a_bool() -> None:
+    np = pytest.importorskip("numpy")
+    assert parse_options({"thinking": np.bool_(False)}).thinking is False
+
+
+# -- call_index_offset ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [1.5, -3, "2", True, 2.0])
+def test_call_index_offset_must_be_a_non_negative_int_everywhere(tok: KimiTokenizer, value: Any) -> None:
+    # The issue: 1.5 and -3 wrote functions.f:1.5 / functions.f:-3; "2" raised a bare TypeError.
+    calls = [
+        lambda: render_assistant_turn(TOOL_TURN, call_index_offset=value),
+        lambda: reconstruct_output_ids(TOOL_TURN, tok, call_index_offset=value),
+        lambda: build_training_sample([{"role": "user", "content": "q"}], TOOL_TURN, tokenizer=tok, call_index_offset=value),
+        lambda: reconstruct_record({"id": "r", "response": TOOL_TURN, "call_index_offset": value}, tok),
+        lambda: sample_from_record({"id": "r", "messages": [{"role": "user", "content": "q"}], "response": TOOL_TURN, "call_index_offset": value}, tok),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInputError, match="must be a non-negative integer") as err:
+            call()
+        assert err.value.field == "call_index_offset"
+
+
+def test_record_call_index_offset_numbers_the_calls_of_a_training_sample(tok: KimiTokenizer) -> None:
+    rec = {"id": "r", "messages": [{"role": "user", "content": "q"}], "response": TOOL_TURN, "call_index_offset": 4}
+    sample = sample_from_record(rec, tok)
+    assert "functions.f:4" in tok.decode(sample.output_ids)
+
+
+# -- tools as JSON text --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", WITH_TOOLS[:6], ids=[f"tools-{i}" for i in range(6)])
+def test_tools_as_json_text_give_the_official_sample(tok: KimiTokenizer, case: dict[str, Any]) -> None:
+    # The issue: JSON text was iterated character by character into the declaration.
+    text = json.dumps(case["tools"], ensure_ascii=False)
+    expected = case["prompt_ids"] + case["output_ids"]
+    assert render_prompt(case["messages"], text, thinking=case["thinking"]) == case["prompt"]
+    assert build_training_sample(case["messages"], case["turn"], text, thinking=case["thinking"], tokenizer=tok).input_ids == expected
+    assert sample_from_record(record(case, tools=text), tok).input_ids == expected
+
+
+@pytest.mark.parametrize("value,message", [("{not json", "is text but not JSON"), ('{"type": "function"}', "must be a list of tool objects"), ("[1]", "must be a tool object"), (5, "must be a list of tool objects")])
+def test_tools_that_are_not_a_list_of_objects_are_refused(value: object, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message) as err:
+        parse_options({"tools": value}, sample="s")
+    assert err.value.field is not None and err.value.field.startswith("tools") and err.value.sample == "s"
+
+
+# -- Arrow round trips -----------------------------------------------------------------------------------
+
+
+def _arrow_round_trip(tool_lists: list[Any]) -> list[Any]:
+    datasets = pytest.importorskip("datasets")
+    return list(datasets.Dataset.from_list([{"tools": tools} for tools in tool_lists])["tools"])
+
+
+def test_tools_after_an_arrow_round_trip_give_the_official_sample(tok: KimiTokenizer) -> None:
+    # HF datasets fills every key another row's tools had with null; the issue: the declaration then
+    # switched to the JSON fallback. Every golden case with tools, round-tripped together.
+    cases = WITH_TOOLS[:12]
+    round_tripped = _arrow_round_trip([c["tools"] for c in cases])
+    assert any("None" in repr(tools) for tools in round_tripped)  # the round trip did fill nulls
+    for case, tools in zip(cases, round_tripped):
+        sample = sample_from_record(record(case, tools=tools), tok)
+        assert sample.input_ids == case["prompt_ids"] + case["output_ids"]
+        if tools != case["tools"]:
+            assert "tools_null_fields_removed" in [f.code for f in sample.flags]
+
+
+def test_arrow_filled_nulls_are_removed_exactly() -> None:
+    original = [
+        [{"type": "function", "function": {"name": "a", "description": "A", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}}],
+        [{"type": "function", "function": {"name": "b", "parameters": {"type": "object", "properties": {"y": {"type": "integer", "minimum": 1}}}}}],
+    ]
+    for tools, filled in zip(original, _arrow_round_trip(original)):
+        assert filled != tools
+        options = parse_options({"tools": filled})
+        assert options.tools is not None and list(options.tools) == tools
+        assert [f.code for f in options.flags] == ["tools_null_fields_removed"]
+
+
+def test_a_null_that_may_be_real_in_arrow_filled_tools_is_refused_saying_so() -> None:
+    # "default" may be null on purpose; next to Arrow's fillers it cannot be told from one.
+    original = [
+        [{"type": "function", "function": {"name": "a", "parameters": {"type": "object", "properties": {"x": {"type": "string", "default": "d"}}}}}],
+        [{"type": "function", "function": {"name": "b", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}],
+        [{"type": "function", "function": {"name": "c", "description": "C", "parameters": {"type": "object", "properties": {}}}}],
+    ]
+    filled = _arrow_round_trip(original)[1]
+    with pytest.raises(InvalidInputError, match=r"went through Arrow .* tools\[0\]\.function\.parameters\.properties\.x\.default is null") as err:
+        parse_options({"tools": filled}, sample="r2")
+    assert err.value.field == "tools" and err.value.sample == "r2"
+    assert "store tools as JSON text" in str(err.value)
+
+
+def test_a_real_null_default_without_arrow_fillers_is_kept() -> None:
+    # pydantic writes "default": null for optional fields; nothing says these tools went through Arrow.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}}}}}]
+    options = parse_options({"tools": tools})
+    assert options.tools is not None and list(options.tools) == tools and options.flags == ()
+
+
+# -- template options --------------------------------------------------------------------------------
+
+
+def test_template_kwargs_in_a_record_reach_the_template(tok: KimiTokenizer) -> None:
+    template = "{% for m in messages %}{{ m.content }}{% endfor %}[{{ marker }}]<|im_assistant|>assistant<|im_middle|>"
+    rec = {"id": "t", "messages": [{"role": "user", "content": "q"}], "response": {"content": "a"}, "profile": "kimi-k2-instruct", "template_kwargs": {"marker": "M"}}
+    sample = sample_from_record(rec, tok, template=template)
+    assert tok.decode(sample.prompt_ids) == "q[M]<|im_assistant|>assistant<|im_middle|>"
+
+
+@pytest.mark.parametrize("value,message", [("x", "is text but not JSON"), ([1], "must be an object"), ({"thinking": False}, "sets thinking"), ({"tools": []}, "sets tools")])
+def test_bad_template_kwargs_are_refused_naming_the_field(value: object, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message) as err:
+        parse_options({"template_kwargs": value})
+    assert err.value.field == "template_kwargs"
+
+
+def test_record_options_win_over_the_arguments_and_nulls_take_them() -> None:
+    options = parse_options({"profile": "k2-thinking", "thinking": False, "call_index_offset": None}, profile="kimi-k2.5", thinking=True, call_index_offset=3)
+    assert (options.profile.name, options.thinking, options.call_index_offset) == ("kimi-k2-thinking", False, 3)
+
+
+def test_unknown_profile_in_a_record_is_an_error_row_naming_the_field() -> None:
+    result = audit_record({"id": "p", "response": {"content": "x"}, "reference_ids": [1], "profile": "kimi-k9"})
+    assert result.error is not None and result.error.field == "profile"
