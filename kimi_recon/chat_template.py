@@ -64,9 +64,24 @@ def render_chat_template(
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise InvalidInputError("must be an object with a string 'role'", field=f"messages[{i}]")
+        content = message.get("content")
+        if not (content is None or isinstance(content, str) or (isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)))):
+            raise InvalidInputError(
+                f"must be a string, a list of content parts or null, got {type(content).__name__}", field=f"messages[{i}].content"
+            )
+        if isinstance(content, Sequence) and not isinstance(content, str):
+            for j, part in enumerate(content):
+                if not isinstance(part, Mapping):  # a template reads part['type']: a number would render as nothing
+                    raise InvalidInputError(f"must be a content part object, got {type(part).__name__}", field=f"messages[{i}].content[{j}]")
     try:
         return compile_template(source).render(
             messages=[alias_reasoning_fields(m) for m in messages], tools=tools, add_generation_prompt=add_generation_prompt, **kwargs
         )
     except jinja2.exceptions.TemplateError as err:
         raise InvalidInputError(f"the chat template failed: {err}", field="messages") from None
+    except RecursionError:
+        raise InvalidInputError("the chat template failed: the messages are nested too deeply", field="messages") from None
+    except (TypeError, ValueError, AttributeError, LookupError, OverflowError) as err:
+        # The template indexed or iterated a value of the wrong type (a number where it expects a list,
+        # say): the official apply_chat_template fails on the same messages.
+        raise InvalidInputError(f"the chat template failed on these messages: {type(err).__name__}: {err}", field="messages") from None

@@ -123,8 +123,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for path in (args.json, args.html):
         if path is not None and not is_stdio(path):
             print(f"wrote {path}", file=sys.stderr)
-    if args.min_exact is not None and report.exact_rate < args.min_exact:
-        print(f"FAIL: exact rate {report.exact_rate:.4f} is below --min-exact {args.min_exact}", file=sys.stderr)
+    # Unreadable records count against the rate: 1 exact record of 10 lines is 10%, not "1/1".
+    if args.min_exact is not None and report.exact_rate_of_all < args.min_exact:
+        print(
+            f"FAIL: exact rate {report.exact_rate_of_all:.4f} ({report.exact_count} of {report.total} records, "
+            f"{report.error_count} unreadable) is below --min-exact {args.min_exact}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -189,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_format(with_tokenizer(sub.add_parser("audit", help="round-trip audit of responses against reference ids")))
     p.add_argument("input", nargs="?", help="JSONL file of records (response + reference ids), or - for stdin")
     p.add_argument("--sample", action="store_true", help="audit the bundled sample of official K2.5 dev conversations")
-    p.add_argument("--min-exact", type=float, default=None, help="exit 1 when the exact-match rate is below this (0..1)")
+    p.add_argument("--min-exact", type=_share, default=None, help="exit 1 when exact records are fewer than this share of all records, unreadable ones included (0..1)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
     p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")
@@ -233,6 +238,17 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _share(text: str) -> float:
+    """A number from 0 to 1 (argparse exits 2 with this message otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -267,6 +267,8 @@ class DatasetAudit:
             f"benign (exact + non_canonical_bpe) {self.benign_count}/{self.compared} = {_pct(self.benign_rate)}; "
             f"not benign {self.compared - self.benign_count}",
         ]
+        if self.error_count:
+            lines.append(f"  exact of all records (errors count as not exact): {self.exact_count}/{self.total} = {_pct(self.exact_rate_of_all)}")
         width = max(len(k) for k in KINDS)
         for kind in KINDS:
             lines.append(f"    {kind:<{width}} {self.counts.get(kind, 0):>9}  {_pct(self.rate(kind)):>7}")

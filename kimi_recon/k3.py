@@ -94,7 +94,7 @@ def parse_arguments(arguments: str | Mapping[str, Any]) -> tuple[Mapping[str, An
         return {}, None
     try:
         parsed = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, arguments
     if not isinstance(parsed, dict):
         return None, arguments
@@ -107,7 +107,7 @@ def arguments_problem(arguments: str | Mapping[str, Any]) -> str | None:
         return None
     try:
         parsed = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return None if isinstance(parsed, dict) else f"is JSON but not an object ({type(parsed).__name__}); Kimi K3 tool call arguments must be a JSON object"
 

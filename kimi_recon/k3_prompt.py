@@ -152,7 +152,7 @@ def _history_call(call: Mapping[str, Any], j: int, where: str) -> list[Segment]:
 def _is_json(value: str) -> bool:
     try:
         json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 

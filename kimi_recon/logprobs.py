@@ -43,12 +43,25 @@ def ids_from_logprobs(content: Sequence[Mapping[str, Any]], tokenizer: KimiToken
                     ids.append(tokenizer.special_tokens[token])
                     continue
             raise LogprobsError(f"has no 'bytes' (token {token!r}); the token's exact bytes are unknown", field=where)
-        try:
-            key = bytes(raw)
-        except (TypeError, ValueError):
-            raise LogprobsError(f"'bytes' must be a list of byte values, got {raw!r:.60}", field=f"{where}.bytes") from None
+        key = _token_bytes(raw, f"{where}.bytes")
         tid = tokenizer.id_of_bytes(key)
         if tid is None:
             raise LogprobsError(f"bytes {key!r:.60} (token {token!r}) are not one vocabulary token", field=f"{where}.bytes")
         ids.append(tid)
     return ids
+
+
+def _token_bytes(raw: object, field: str) -> bytes:
+    """The bytes of a ``bytes`` entry: a list of ints 0..255 (or a bytes object).
+
+    ``bytes(raw)`` alone would read an int ``n`` (or a bool) as ``n`` zero bytes, and those can name a
+    real token (``bytes(1)`` is the NUL token), so anything but a list of byte values is refused.
+    """
+    if isinstance(raw, (bytes, bytearray)):
+        return bytes(raw)
+    if isinstance(raw, (str, Mapping)) or not isinstance(raw, Sequence):
+        raise LogprobsError(f"'bytes' must be a list of byte values, got {type(raw).__name__} {raw!r:.60}", field=field)
+    for i, b in enumerate(raw):
+        if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= 255:
+            raise LogprobsError(f"'bytes' must be a list of byte values 0..255; item {i} is {b!r:.40}", field=field)
+    return bytes(raw)

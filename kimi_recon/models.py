@@ -60,7 +60,7 @@ class ToolCall:
             return True
         try:
             json.loads(self.arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # too deep for Python to read counts as unreadable
             return False
         return True
 

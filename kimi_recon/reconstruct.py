@@ -15,7 +15,7 @@ from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
 from .render import RenderedTurn, render_turn
 from .responses import as_turn
-from .segments import encode_segments, marker_ids
+from .segments import encode_segments, marker_ids, surrogate_flags
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
 
 SpecialTextMode = Literal["special", "ordinary"]
@@ -102,7 +102,7 @@ def reconstruct_output_ids(
     tok = tokenizer_for_profile(tokenizer, prof)
     turn = as_turn(turn)
     rendered = render_turn(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
-    flags = list(rendered.flags)
+    flags = list(rendered.flags) + surrogate_flags(rendered.segments)
     ids = encode_rendered(rendered, tok, special_text, prof)
     source: Literal["rendered", "logprobs"] = "rendered"
     if use_logprobs and turn.logprobs is not None:
@@ -140,9 +140,10 @@ def _ids_via_logprobs(
         after = encode_segments(segments[i + 1 :], tok, prof)
         candidates.append((segments[i].text, before, after, "the content"))
     for covered, before_ids, after_ids, what in candidates:
-        if covered and lp_bytes == covered.encode("utf-8"):
+        # (surrogatepass: a lone surrogate in the text is compared, not a crash; no real token matches it)
+        if covered and lp_bytes == covered.encode("utf-8", "surrogatepass"):
             ids = before_ids + lp_ids + after_ids
-            if tok.decode_bytes(ids) != text.encode("utf-8"):
+            if tok.decode_bytes(ids) != text.encode("utf-8", "surrogatepass"):
                 break
             diff = "" if ids == rendered_ids else f"; they differ from the canonical encode ({_first_diff(ids, rendered_ids)})"
             return ids, f"logprobs cover {what} and agree with the rendered text{diff}"

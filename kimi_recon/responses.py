@@ -276,6 +276,8 @@ def turn_from_response(
             resp = json.loads(resp)
         except ValueError as err:
             raise _fail(f"is not JSON ({err})", field or "response", sample) from None
+        except RecursionError:
+            raise _fail("is JSON nested too deeply to read", field or "response", sample) from None
     if not isinstance(resp, Mapping):
         raise _fail(
             f"must be a chat completion, a choice or an assistant message object, got {type(resp).__name__}",

@@ -16,6 +16,8 @@ profile (``ChatProfile.encoding``):
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -168,3 +170,31 @@ def _encode_span(text: str, tokenizer: KimiTokenizer) -> list[int]:
 def special_texts_of(registry: SpecialTokenRegistry) -> frozenset[str]:
     """The texts of ``registry``'s named tokens (reserved slots excluded)."""
     return frozenset(t.text for t in registry.named())
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_flag(text: str, field: str | None) -> Flag | None:
+    """A ``lone_surrogate`` flag when ``text`` holds UTF-16 surrogate code points, else None.
+
+    UTF-8 cannot carry them (they come from a ``\\ud83d`` JSON escape: half an emoji split across two
+    stream chunks, or a server bug), so no token ids spell that text: the encoder writes U+FFFD for a
+    lone one (and the character for a high+low pair), and the ids decode to other text. The model's
+    ids there cannot be known from the text.
+    """
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    n = len(_SURROGATE.findall(text))
+    return Flag(
+        "lone_surrogate",
+        f"holds {n} UTF-16 surrogate code point{'' if n == 1 else 's'} (first {found.group()!r} at character {found.start()}), "
+        "which UTF-8 cannot carry; encoded as U+FFFD (a high+low pair as its character), so the ids there are not the model's",
+        field,
+    )
+
+
+def surrogate_flags(segments: Iterable[Segment]) -> list[Flag]:
+    """:func:`surrogate_flag` for each field segment (and template text, under ``None``)."""
+    return [f for seg in segments if not seg.special and (f := surrogate_flag(seg.text, seg.field)) is not None]

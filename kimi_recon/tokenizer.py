@@ -12,6 +12,7 @@ import binascii
 import functools
 import hashlib
 import json
+import numbers
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
@@ -259,6 +260,11 @@ class KimiTokenizer:
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
             raise InvalidInputError(f"ids must be a sequence of int, got {type(ids).__name__}", field="ids")
         ids = list(ids)
+        if not set(map(type, ids)) <= {int}:  # bool is its own type, so True/False take the slow path
+            for i, v in enumerate(ids):
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                    raise InvalidInputError(f"item {i} is {v!r:.40}, not an integer token id", field="ids")
+            ids = [int(v) for v in ids]
         n = self.vocab_size
         if ids and (min(ids) < 0 or max(ids) >= n):
             bad = next(i for i in ids if not 0 <= i < n)

@@ -13,7 +13,7 @@ from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
 from .responses import as_turn
-from .segments import Segment, encode_segments
+from .segments import Segment, encode_segments, surrogate_flag
 from .special_tokens import special_texts_in
 from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
@@ -200,16 +200,19 @@ def encode_prompt(
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile), template)
+    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile), template)[0]
 
 
-def _encode_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None) -> list[int]:
+def _encode_prompt(
+    messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None
+) -> tuple[list[int], str]:
+    """The prompt's ids and its text."""
     segments = _prompt_segments(messages, options)
     if segments is not None:
-        return encode_segments(segments, tok, options.profile)
+        return encode_segments(segments, tok, options.profile), "".join(s.text for s in segments)
     text = _render_prompt(messages, options, tok, template)
     # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
-    return tok.encode_with_specials(text, frozenset(special_texts_in(text)))
+    return tok.encode_with_specials(text, frozenset(special_texts_in(text))), text
 
 
 def build_training_sample(
@@ -257,14 +260,15 @@ def _build(
     stop: str | None = None,
 ) -> TrainingSample:
     prof = options.profile
-    prompt_ids = _encode_prompt(messages, options, tok, template)
+    prompt_ids, prompt_text = _encode_prompt(messages, options, tok, template)
+    prompt_flag = surrogate_flag(prompt_text, "messages")
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
     output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
         prompt_len=len(prompt_ids),
-        flags=options.flags + output.flags,
+        flags=options.flags + ((prompt_flag,) if prompt_flag is not None else ()) + output.flags,
     )
 
 
