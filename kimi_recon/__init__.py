@@ -13,6 +13,7 @@ from .errors import (
     TokenizerLoadError,
     UnknownSpecialTokenError,
 )
+from .fast_tokenizer import FastTokenizerError, build_fast_tokenizer, export_tokenizer, official_encode_cuts
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag, ToolCall
 from .profiles import PROFILES, ChatProfile, get_profile
@@ -32,6 +33,7 @@ __all__ = [
     "ChatProfile",
     "Comparison",
     "DatasetAudit",
+    "FastTokenizerError",
     "Flag",
     "InvalidInputError",
     "InvalidResponseError",
@@ -56,11 +58,14 @@ __all__ = [
     "audit_record",
     "audit_special_tokens",
     "build_training_sample",
+    "build_fast_tokenizer",
     "compare_ids",
+    "export_tokenizer",
     "get_profile",
     "ids_from_logprobs",
     "is_canonical",
     "load_tokenizer",
+    "official_encode_cuts",
     "reconstruct_output_ids",
     "reconstruct_records",
     "render_assistant_turn",

@@ -134,6 +134,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_tokenizer(args: argparse.Namespace) -> int:
+    from .fast_tokenizer import export_tokenizer
+
+    result = export_tokenizer(args.directory, args.profile, _tokenizer(args), overwrite=args.overwrite)
+    print(f"wrote {', '.join(p.name for p in result.files)} ({result.profile}) to {result.directory}", file=sys.stderr)
+    return 0
+
+
 def _audit_input(args: argparse.Namespace) -> str:
     if args.sample:
         if args.input is not None:
@@ -211,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. {\"preserve_thinking\": true}) reach it as variables",
     )
     p.set_defaults(func=cmd_build_samples)
+
+    p = with_tokenizer(sub.add_parser("export-tokenizer", help="write a Hugging Face fast tokenizer (tokenizer.json) to DIR"))
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--profile", default="kimi-k2.5", help="whose special-token names to use: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, ...")
+    p.add_argument("--overwrite", action="store_true", help="replace tokenizer files already in DIR")
+    p.set_defaults(func=cmd_export_tokenizer)
 
     try:
         from .openrouter.cli import register
