@@ -1,5 +1,7 @@
 """kimi-recon: rebuild the exact token IDs a Moonshot Kimi model generated from the text an API returned."""
 
+from ._training_rows import build_samples, sample_batch, training_row
+from ._training_rows import build_samples, sample_batch, training_row
 from .audit import AuditReport, assert_special_tokens_ok, audit_ids, audit_special_tokens
 from .chat_template import render_chat_template
 from .compare import Comparison, compare_ids, is_canonical
@@ -57,6 +59,8 @@ __all__ = [
     "audit_ids",
     "audit_record",
     "audit_special_tokens",
+    "build_samples",
+    "build_samples",
     "build_training_sample",
     "build_fast_tokenizer",
     "compare_ids",
@@ -73,5 +77,9 @@ __all__ = [
     "render_prompt",
     "render_tools_declaration",
     "render_turn",
+    "sample_batch",
+    "training_row",
+    "sample_batch",
+    "training_row",
     "turn_from_response",
 ]

@@ -734,8 +734,13 @@ def _stream(
     tok: KimiTokenizer,
     workers: int,
     chunk_size: int,
+    *,
+    slim: bool = True,
 ) -> Iterator[_T]:
-    """Results in input order; with ``workers > 1`` at most ``4 * workers`` chunks are in flight."""
+    """Results in input order; with ``workers > 1`` at most ``4 * workers`` chunks are in flight.
+
+    ``slim`` sends workers only the keys an audit or a reconstruction reads (not the prompt).
+    """
     items = _items(records)
     if workers <= 1:
         for item in items:
@@ -744,7 +749,7 @@ def _stream(
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.tokenizer,))
     pending: deque[Future[list[_T]]] = deque()
     try:
-        for chunk in _chunks((_slim(item) for item in items), chunk_size):
+        for chunk in _chunks((_slim(item) for item in items) if slim else items, chunk_size):
             pending.append(pool.submit(work, chunk, job, None))
             while len(pending) >= 4 * workers:
                 yield from pending.popleft().result()
