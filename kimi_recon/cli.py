@@ -119,6 +119,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from .dataset import audit_dataset
 
     args.input = _audit_input(args)
+    if args.html_examples < 0:
+        raise InvalidInputError(f"must be 0 or more, got {args.html_examples}", field="--html-examples")
     _check_files(args, [("--json", args.json), ("--html", args.html)])
     check_distinct_outputs([("--json", args.json), ("--html", args.html)])
     report = audit_dataset(

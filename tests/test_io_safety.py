@@ -260,3 +260,17 @@ def test_deeply_nested_records_become_error_rows_and_later_rows_are_written(tmp_
         assert rows[1]["id"] == "tools" and "field 'tools': is nested more than 200 levels deep" in rows[1]["error"]
     else:  # reconstruct does not read tools
         assert rows[1]["error"] is None
+
+
+@pytest.mark.parametrize("to_stdout", [False, True], ids=["file", "stdout"])
+def test_a_lone_surrogate_in_a_record_is_written_as_its_json_escape_not_a_crash(tmp_path: Path, to_stdout: bool) -> None:
+    good = recon_rows()[0]
+    src = tmp_path / "d.jsonl"
+    src.write_text('{"id": "\\ud800", "turn": {"content": "hi"}}\n' + json.dumps(good) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = cli("reconstruct", str(src), "-o", "-" if to_stdout else str(out))
+    assert result.returncode == 0, result.stderr
+    data = result.stdout if to_stdout else out.read_bytes()
+    rows = [json.loads(line) for line in data.decode("utf-8").splitlines()]
+    assert [r["id"] for r in rows] == ["\ud800", "0"]  # read back as the same string
+    assert b'"\\ud800"' in data
