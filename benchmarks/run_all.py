@@ -70,7 +70,7 @@ from benchmarks import baselines, compare_speed, corpus, scale
 from benchmarks import k3 as k3_bench
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
-from kimi_recon.render import render_assistant_turn, render_turn
+from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.responses import as_turn
 from kimi_recon.special_tokens import special_texts_in
 from kimi_recon.tokenizer import MAX_ENCODE_CHARS, MAX_RUN_CHARS, official_chunks
@@ -389,7 +389,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
 
     # The stages of reconstruct_output_ids, each timed alone on the same turns.
     turns = [as_turn(m) for m in msgs]
-    rendered = [render_turn(t) for t in turns]
+    rendered = [render_turn_with_flags(t) for t in turns]
     pairs = [(r.text, r.special_texts) for r in rendered]
     fields = [s.text for r in rendered for s in r.segments if s.field is not None]
     long_texts = [t for t in texts if len(t) > MAX_RUN_CHARS]
@@ -401,7 +401,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
         "raw encode, allowed_special='all' (the floor)": _consume(lambda t: enc.encode(t, allowed_special="all"), texts),
         "reconstruct_output_ids (end to end)": _consume(lambda m: reconstruct_output_ids(m, tok), msgs),
         "1. responses.as_turn (the one turn parser)": _consume(as_turn, msgs),
-        "2. render_turn (incl. special_texts_in)": _consume(render_turn, turns),
+        "2. render_turn_with_flags (incl. special_texts_in)": _consume(render_turn_with_flags, turns),
         "3. KimiTokenizer.encode_with_specials(text, special_texts)": _consume(lambda tp: tok.encode_with_specials(*tp), pairs),
         "   1 -> 2 -> 3 in one loop (with the text join)": _consume(_stages, [(m, tok) for m in msgs]),
         "   of 2: special_texts_in over every field": _consume(special_texts_in, fields),
@@ -459,7 +459,7 @@ def bench_k3(cfg: Config, rep: Report, records: Sequence[Record]) -> None:
 def _stages(args: tuple[Record, KimiTokenizer]) -> list[int]:
     """What reconstruct_output_ids does for a plain turn, stage by stage (no logprobs, no Reconstruction)."""
     msg, tok = args
-    rendered = render_turn(as_turn(msg))
+    rendered = render_turn_with_flags(as_turn(msg))
     return tok.encode_with_specials(rendered.text, rendered.special_texts)
 
 

@@ -71,7 +71,7 @@ class InvalidResponseError(InvalidTurnError):
     that are not text). ``field`` names the offending field, ``sample`` the prompt or record."""
 
 
-class ResponseError(KimiReconError):
+class ServerReportedError(KimiReconError):
     """An error reported inside a response instead of a turn: an ``error`` object in the body or in a
     choice, or ``finish_reason: "error"``.
 
@@ -125,3 +125,7 @@ class ResponseError(KimiReconError):
             "retryable": self.retryable,
             "retries": self.retries,
         }
+
+
+#: The name before issue 12 (it sounded like InvalidResponseError, which means "cannot be read"); kept for old code.
+ResponseError = ServerReportedError

@@ -55,7 +55,7 @@ def model_tool_call_id(name: str, index: int) -> str:
     return f"functions.{name}:{index}"
 
 
-def render_turn(
+def render_turn_with_flags(
     turn: AssistantTurn | Mapping[str, Any] | Any,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
@@ -153,8 +153,12 @@ def render_assistant_turn(
     ``functions.NAME:IDX``, counting from ``call_index_offset`` (the number of tool calls earlier in the
     conversation). Reasoning that is not rendered raises a :class:`ReasoningDroppedWarning`.
     """
-    rendered = render_turn(turn, profile, thinking, call_index_offset=call_index_offset, stop=stop)
+    rendered = render_turn_with_flags(turn, profile, thinking, call_index_offset=call_index_offset, stop=stop)
     for flag in rendered.flags:
         if flag.code == "reasoning_dropped":
             warnings.warn(flag.message, ReasoningDroppedWarning, stacklevel=2)
     return rendered.text
+
+
+#: The name before issue 12 (it did not say how it differs from render_assistant_turn); kept for old code.
+render_turn = render_turn_with_flags

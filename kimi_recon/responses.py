@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
 
-from .errors import InvalidResponseError, ResponseError
+from .errors import InvalidResponseError, ServerReportedError
 from .models import FINISH_REASONS, AssistantTurn, ToolCall
 from .render import MODEL_TOOL_CALL_ID, model_tool_call_id
 
@@ -107,8 +107,8 @@ def is_retryable_code(code: object) -> bool:
 
 def error_from_object(
     error: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
-) -> ResponseError:
-    """A :class:`ResponseError` from an ``{"code", "message", "metadata"}`` error object (OpenRouter's
+) -> ServerReportedError:
+    """A :class:`ServerReportedError` from an ``{"code", "message", "metadata"}`` error object (OpenRouter's
     and OpenAI's shape; anything else becomes the message)."""
     code: int | str | None = None
     message: str
@@ -123,7 +123,7 @@ def error_from_object(
         metadata = raw_metadata if isinstance(raw_metadata, Mapping) else None
     else:
         message = str(error)
-    return ResponseError(
+    return ServerReportedError(
         message,
         code=code,
         kind=kind,
@@ -136,10 +136,10 @@ def error_from_object(
 
 def finish_reason_error(
     native: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
-) -> ResponseError:
-    """The :class:`ResponseError` a ``finish_reason: "error"`` stands for: OpenRouter ends a failed
+) -> ServerReportedError:
+    """The :class:`ServerReportedError` a ``finish_reason: "error"`` stands for: OpenRouter ends a failed
     generation that way, with the provider's code (when any) in ``native_finish_reason``."""
-    return ResponseError(
+    return ServerReportedError(
         f"{'stream' if kind == 'stream' else 'generation'} ended with finish_reason 'error'",
         code=native if isinstance(native, (int, str)) else None,
         kind=kind,
@@ -251,7 +251,7 @@ def turn_from_response(
 
     ``lenient=False`` (the default) reads a response as it came off the wire, exact or loud: an
     ``error`` object (top level or in the choice) or ``finish_reason: "error"`` raises
-    :class:`~kimi_recon.errors.ResponseError`; a turn with neither content nor tool calls nor reasoning,
+    :class:`~kimi_recon.errors.ServerReportedError`; a turn with neither content nor tool calls nor reasoning,
     tool-call arguments that are not the text the model wrote, and non-function tool calls are refused;
     ``reasoning_details`` are read (text entries, or a
     summary/encrypted blob that marks the reasoning incomplete); ``native_finish_reason`` can turn the

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kimi_recon import InvalidInputError, load_tokenizer
+from kimi_recon import load_tokenizer
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.compare import KINDS, NON_CANONICAL_BPE, SPECIAL_TOKEN_MISMATCH, TEXT_MISMATCH
 from kimi_recon.dataset import (
     ERROR,

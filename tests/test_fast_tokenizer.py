@@ -28,7 +28,7 @@ from kimi_recon.fast_tokenizer import (
     official_encode_cuts,
 )
 from kimi_recon.k3_prompt import k3_prompt_segments
-from kimi_recon.render import render_assistant_turn, render_turn
+from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.segments import Segment
 from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS
 
@@ -197,7 +197,7 @@ def test_k3_export_encodes_dev_turns_per_segment_like_official(
     prompt = k3_prompt_segments(
         case["messages"], case["tools"], thinking=case["thinking"], thinking_effort=case["thinking_effort"], tool_choice=case["tool_choice"]
     )
-    output = render_turn(case["turn"], "kimi-k3", case["thinking"]).segments
+    output = render_turn_with_flags(case["turn"], "kimi-k3", case["thinking"]).segments
     assert _per_segment(fast_k3, fast_ordinary, prompt) == case["prompt_ids"]
     assert _per_segment(fast_k3, fast_ordinary, output) == case["output_ids"]
     assert fast_k3.decode(case["prompt_ids"] + case["output_ids"], skip_special_tokens=False) == case["prompt"] + case["output"]

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from conftest import OFFICIAL, read_jsonl
-from kimi_recon import InvalidInputError, KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
+from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.cli import main
 from kimi_recon.dataset import audit_record, reconstruct_record
 from kimi_recon.record_options import parse_options

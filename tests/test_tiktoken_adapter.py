@@ -11,7 +11,7 @@ import importlib.metadata
 import pytest
 import tiktoken
 
-from kimi_recon import TokenizerLoadError
+from kimi_recon.errors import TokenizerLoadError
 from kimi_recon.tokenizer import (
     TIKTOKEN_INTERNALS,
     encoding_encode_bytes,

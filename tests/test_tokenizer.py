@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import GOLDEN, OFFICIAL, read_jsonl
-from kimi_recon import InvalidInputError, KimiTokenizer, TokenizerLoadError, load_tokenizer
+from kimi_recon import KimiTokenizer, load_tokenizer
+from kimi_recon.errors import InvalidInputError, TokenizerLoadError
 from kimi_recon.special_tokens import SPECIAL_TOKENS
 from kimi_recon.tokenizer import KIMI_PAT_STR, official_chunks
 

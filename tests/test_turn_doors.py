@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import OFFICIAL, read_jsonl
-from kimi_recon import AssistantTurn, InvalidResponseError, KimiReconError, KimiTokenizer, ToolCall, reconstruct_output_ids, turn_from_response
+from kimi_recon import AssistantTurn, KimiReconError, KimiTokenizer, ToolCall, reconstruct_output_ids, turn_from_response
+from kimi_recon.errors import InvalidResponseError
 from kimi_recon.dataset import reconstruct_record, turn_of_record
 from kimi_recon.render import render_assistant_turn
 

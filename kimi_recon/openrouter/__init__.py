@@ -8,6 +8,7 @@ The core of kimi-recon never imports this package.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports on demand (the CLI registers fast)
@@ -20,7 +21,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports on 
         iter_stream_chunks,
         model_call_id,
         replace_foreign_call_ids,
-        turn_from_response,
+        turn_from_openrouter,
         turn_from_stream,
     )
 
@@ -36,7 +37,7 @@ _EXPORTS: dict[str, str] = {
     "iter_stream_chunks": "parse",
     "model_call_id": "parse",
     "replace_foreign_call_ids": "parse",
-    "turn_from_response": "parse",
+    "turn_from_openrouter": "parse",
     "turn_from_stream": "parse",
 }
 
@@ -45,6 +46,13 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
+    if module is None and name == "turn_from_response":  # its name before issue 12 (the core has one too)
+        warnings.warn(
+            "kimi_recon.openrouter.turn_from_response is now kimi_recon.openrouter.turn_from_openrouter",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return __getattr__("turn_from_openrouter")
     if module is None:
         raise AttributeError(f"module 'kimi_recon.openrouter' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)

@@ -2,7 +2,7 @@
 
 :class:`OpenRouterError` is what OpenRouter (or the transport to it) reported: an HTTP error status, an
 ``error`` object in a 200 body or in a stream chunk, a timeout; it is a
-:class:`~kimi_recon.errors.ResponseError`, the core's type for an error carried in a response.
+:class:`~kimi_recon.errors.ServerReportedError`, the core's type for an error carried in a response.
 :class:`InvalidResponseError` (defined in :mod:`kimi_recon.errors`, re-exported here) is a response that
 arrived but cannot be read as one assistant turn (no choices, nothing generated, arguments that are not
 text). Both derive from :class:`~kimi_recon.errors.KimiReconError`.
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidResponseError as InvalidResponseError  # re-exported: it used to live here
-from ..errors import ResponseError
+from ..errors import ServerReportedError
 
 REDACTED = "[REDACTED]"
 
@@ -80,10 +80,10 @@ def redact_text(text: str, secret: str | None) -> str:
     return "".join(out)
 
 
-class OpenRouterError(ResponseError):
+class OpenRouterError(ServerReportedError):
     """An error OpenRouter reported, or a failed exchange with it.
 
-    A :class:`~kimi_recon.errors.ResponseError` (same fields) that may also come from the transport:
+    A :class:`~kimi_recon.errors.ServerReportedError` (same fields) that may also come from the transport:
     ``code`` is the HTTP status or OpenRouter's ``error.code`` (an int such as 429 or 502, or a string
     such as ``"server_error"`` or ``"timeout"``); ``message`` is the human text; ``kind`` says where it
     came from (``http``, ``body``, ``stream``, ``timeout``, ``connection``); ``retryable`` whether trying
@@ -94,7 +94,7 @@ class OpenRouterError(ResponseError):
     reporter = "OpenRouter"
 
     @classmethod
-    def from_response_error(cls, err: ResponseError) -> OpenRouterError:
+    def from_response_error(cls, err: ServerReportedError) -> OpenRouterError:
         """``err`` as an :class:`OpenRouterError` (itself when it already is one)."""
         return err if isinstance(err, OpenRouterError) else cls(**err.fields())
 
