@@ -242,7 +242,7 @@ def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: lis
         for key, item in value.items():
             if not isinstance(key, str):
                 # JSON has only string keys; a tool the server accepted cannot hold another one.
-                raise InvalidInputError(f"has a key that is not a string: {_short(key)}", field=path)
+                raise InvalidInputError(f"{path} has a key that is not a string: {_short(key)}", field="tools")
             where = f"{path}.{key}"
             if item is None:
                 if names or key in _NEVER_NULL:
