@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -148,6 +149,13 @@ def test_export_matches_published_vectors(
     fast: tokenizers.Tokenizer, fast_ordinary: tokenizers.Tokenizer, text: str, expected: list[int], allow_special: bool
 ) -> None:
     assert _ids(fast if allow_special else fast_ordinary, text) == expected
+
+
+def test_export_gives_llama_cpp_kimi_k2_pre_tokenizer_hash(fast: tokenizers.Tokenizer) -> None:
+    # llama.cpp's converter names a pre-tokenizer by sha256(str(tokenizer.encode(CHK_TXT))).
+    chk = json.loads((GOLDEN / "kimi_encode_vectors.json").read_text(encoding="utf-8"))["llama_cpp_chkhsh"]
+    digest = hashlib.sha256(str(_ids(fast, chk["text"])).encode()).hexdigest()
+    assert digest == chk["published_chkhsh"]["moonshotai/Kimi-K2-Base (res='kimi-k2')"]
 
 
 TURNS = read_jsonl(OFFICIAL / "turns.jsonl") + read_jsonl(OFFICIAL / "turns_adversarial.jsonl")
