@@ -20,7 +20,8 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidInputError, KimiReconError
+from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
+from .errors import InvalidInputError
 from .profiles import get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
 from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
@@ -35,10 +36,6 @@ EXPORT_FILES = (TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 
 #: The slots transformers knows by role; the official tokenizer_config.json names the same four.
 _ROLE_IDS = {"bos_token": 163584, "eos_token": 163585, "unk_token": 163838, "pad_token": 163839}
-
-
-class FastTokenizerError(KimiReconError):
-    """The fast tokenizer cannot be built or exported (``tokenizers`` missing, a bad output folder)."""
 
 
 def official_encode_cuts(text: str) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import InvalidInputError
+from .errors import ReasoningDroppedWarning as ReasoningDroppedWarning  # defined with the others; importable here as before
 from .k3 import render_k3_turn
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile
@@ -34,10 +35,6 @@ CALL_END = "<|tool_call_end|>"
 MODEL_TOOL_CALL_ID = re.compile(r"functions\.(?P<name>.+):(?P<index>\d+)")
 
 _KNOWN_SPECIAL_TEXTS = frozenset(SPECIAL_TOKENS.texts())
-
-
-class ReasoningDroppedWarning(UserWarning):
-    """The turn had reasoning that this profile or ``thinking=False`` does not render."""
 
 
 def check_stop(profile: ChatProfile, stop: str | None) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
 
-from .errors import InvalidResponseError, ServerReportedError
+from .errors import GenerationFailedError, InvalidResponseError, ServerReportedError
 from .models import FINISH_REASONS, AssistantTurn, ToolCall
 from .render import MODEL_TOOL_CALL_ID, model_tool_call_id
 
@@ -33,7 +33,6 @@ __all__ = [
     "error_from_object",
     "finish_reason_error",
     "is_model_call_id",
-    "is_retryable_code",
     "replace_foreign_call_ids",
     "to_plain",
     "turn_from_response",
@@ -48,9 +47,6 @@ _HIDDEN_REASONING = frozenset({"reasoning.summary", "reasoning.encrypted"})
 #: The fields of an assistant message that hold what the model generated. A mapping with none of them
 #: (and no ``choices``/``message``) is not a turn: reading it as an empty one would be a silent wrong answer.
 MESSAGE_FIELDS: tuple[str, ...] = ("content", "reasoning", "reasoning_content", "reasoning_details", "tool_calls")
-
-#: ``error.code`` strings (besides numeric HTTP-like codes) worth another attempt.
-_RETRYABLE_CODE_NAMES = frozenset({"server_error", "timeout", "rate_limit_exceeded", "overloaded", "incomplete_stream"})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -96,15 +92,6 @@ def replace_foreign_call_ids(turn: AssistantTurn, call_index_offset: int | None 
 # Errors carried inside responses
 
 
-def is_retryable_code(code: object) -> bool:
-    """True for codes that describe a passing condition: 408, 429, 5xx, or a known transient name."""
-    if isinstance(code, str) and code.isdigit():
-        code = int(code)
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code in (408, 429) or code >= 500
-    return isinstance(code, str) and code in _RETRYABLE_CODE_NAMES
-
-
 def error_from_object(
     error: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
 ) -> ServerReportedError:
@@ -130,22 +117,20 @@ def error_from_object(
         prompt_id=None if sample is None else str(sample),
         metadata=metadata,
         response=response,
-        retryable=is_retryable_code(code),
     )
 
 
 def finish_reason_error(
     native: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
-) -> ServerReportedError:
-    """The :class:`ServerReportedError` a ``finish_reason: "error"`` stands for: OpenRouter ends a failed
+) -> GenerationFailedError:
+    """The :class:`GenerationFailedError` a ``finish_reason: "error"`` stands for: OpenRouter ends a failed
     generation that way, with the provider's code (when any) in ``native_finish_reason``."""
-    return ServerReportedError(
+    return GenerationFailedError(
         f"{'stream' if kind == 'stream' else 'generation'} ended with finish_reason 'error'",
         code=native if isinstance(native, (int, str)) else None,
         kind=kind,
         prompt_id=None if sample is None else str(sample),
         response=response,
-        retryable=True,
     )
 
 

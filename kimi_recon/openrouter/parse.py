@@ -19,9 +19,9 @@ from .. import responses
 from ..errors import ServerReportedError
 from ..models import AssistantTurn
 from ..render import model_tool_call_id as model_call_id
-from ..responses import is_model_call_id, is_retryable_code, replace_foreign_call_ids, to_plain
+from ..responses import is_model_call_id, replace_foreign_call_ids, to_plain
 from ..training import count_tool_calls
-from .errors import InvalidResponseError, OpenRouterError
+from .errors import InvalidResponseError, OpenRouterError, is_retryable_code
 
 __all__ = [
     "assemble_stream",
