@@ -8,6 +8,7 @@ text gives.
 
 from __future__ import annotations
 
+import enum
 import numbers
 import weakref
 from bisect import bisect_left, bisect_right
@@ -35,6 +36,7 @@ __all__ = [
     "WHITESPACE_DRIFT",
     "Comparison",
     "Kind",
+    "MismatchKind",
     "Region",
     "TokenView",
     "check_ids",
@@ -43,35 +45,42 @@ __all__ = [
     "is_canonical",
 ]
 
-Kind = Literal[
-    "exact",
-    "non_canonical_bpe",
-    "whitespace_drift",
-    "reasoning_missing",
-    "special_token_mismatch",
-    "tool_call_format",
-    "text_mismatch",
-]
+class MismatchKind(str, enum.Enum):
+    """How two id lists differ, from the most benign to the most serious (the order of :data:`KINDS`).
 
-EXACT: Final = "exact"
-NON_CANONICAL_BPE: Final = "non_canonical_bpe"
-WHITESPACE_DRIFT: Final = "whitespace_drift"
-REASONING_MISSING: Final = "reasoning_missing"
-SPECIAL_TOKEN_MISMATCH: Final = "special_token_mismatch"
-TOOL_CALL_FORMAT: Final = "tool_call_format"
-TEXT_MISMATCH: Final = "text_mismatch"
+    A ``str``: each member equals, prints and serialises as its value (``MismatchKind.EXACT == "exact"``).
+    """
+
+    EXACT = "exact"
+    NON_CANONICAL_BPE = "non_canonical_bpe"
+    WHITESPACE_DRIFT = "whitespace_drift"
+    REASONING_MISSING = "reasoning_missing"
+    SPECIAL_TOKEN_MISMATCH = "special_token_mismatch"
+    TOOL_CALL_FORMAT = "tool_call_format"
+    TEXT_MISMATCH = "text_mismatch"
+
+    # Plain-string behaviour everywhere a kind is shown: "exact", never "MismatchKind.EXACT".
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
+
+
+#: The type of a kind (kept under its old name; a ``MismatchKind``).
+Kind = MismatchKind
+
+EXACT: Final = MismatchKind.EXACT
+NON_CANONICAL_BPE: Final = MismatchKind.NON_CANONICAL_BPE
+WHITESPACE_DRIFT: Final = MismatchKind.WHITESPACE_DRIFT
+REASONING_MISSING: Final = MismatchKind.REASONING_MISSING
+SPECIAL_TOKEN_MISMATCH: Final = MismatchKind.SPECIAL_TOKEN_MISMATCH
+TOOL_CALL_FORMAT: Final = MismatchKind.TOOL_CALL_FORMAT
+TEXT_MISMATCH: Final = MismatchKind.TEXT_MISMATCH
 
 #: Every kind, from the most benign to the most serious. :attr:`Comparison.kind` is the most serious
 #: kind of difference found.
-KINDS: Final[tuple[Kind, ...]] = (
-    EXACT,
-    NON_CANONICAL_BPE,
-    WHITESPACE_DRIFT,
-    REASONING_MISSING,
-    SPECIAL_TOKEN_MISMATCH,
-    TOOL_CALL_FORMAT,
-    TEXT_MISMATCH,
-)
+KINDS: Final[tuple[Kind, ...]] = tuple(MismatchKind)
 #: Kinds under which the reconstruction trains the same text: identical ids, or the same bytes split differently.
 BENIGN_KINDS: Final[frozenset[Kind]] = frozenset({EXACT, NON_CANONICAL_BPE})
 
