@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .models import Flag
 from .profiles import ChatProfile, get_profile
 
@@ -123,8 +123,7 @@ def parse_options(
 
 
 def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:40] + "…"
+    return preview(value)
 
 
 def _thinking(value: object) -> bool:
