@@ -21,6 +21,8 @@ hurts both sides alike):
    (:mod:`benchmarks.compare_speed`; target: 1M ids against 1M ids in < 2 s, full mode);
 5c. ``generate`` rows/s against a zero-latency loopback server with and without the usage check
    (target: ratio >= 0.9; :mod:`benchmarks.generate_bench`);
+5d. writing a ``generate`` row with the key search (``encode_row``) against serialising alone and against the
+   old per-value redaction walk (target: <= 1.25x the floor; :mod:`benchmarks.row_write`);
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
 
@@ -58,7 +60,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 
 import tiktoken
 
-from benchmarks import baselines, compare_speed, corpus
+from benchmarks import baselines, compare_speed, corpus, scale
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_assistant_turn, render_turn
@@ -609,6 +611,19 @@ def bench_generate(cfg: Config, rep: Report) -> None:
     rep.data["generate"] = result
 
 
+def bench_row_write(cfg: Config, rep: Report) -> None:
+    """What keeping the key off disk costs each generate row (see :mod:`benchmarks.row_write`)."""
+    rep.section("generate: writing a row without the key")
+    from benchmarks import row_write
+
+    result = row_write.measure(50 if cfg.quick else 400, 3 if cfg.quick else cfg.rounds, cfg.seed)
+    rep.table(["way", "us per row"], [[name, f"{us:.1f}"] for name, us in result["us_per_row"].items()])
+    rep.line(f"{result['rows']} rows shaped like --prompt-ids --training-sample rows; old walk / encode_row: {result['speedup_over_walk']:.2f}x")
+    ratio = result["ratio_to_floor"]
+    rep.target("generate row write with the key search / serialise only", ratio, f"<= {row_write.TARGET_RATIO}", ratio <= row_write.TARGET_RATIO, "x")
+    rep.data["row_write"] = result
+
+
 def run_probe(args: list[str]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
     if proc.returncode != 0:
@@ -718,6 +733,17 @@ def bench_memory(cfg: Config, rep: Report, jsonl: Path, jsonl4: Path, n_records:
 # Corpus files
 
 
+def bench_training_rows(cfg: Config, rep: Report) -> None:
+    """The training-row build on the CLI pool, HF datasets and local Ray Data (benchmarks/scale.py)."""
+    n = 600 if cfg.quick else 100_000
+    rep.section(f"Training rows at scale: CLI pool, datasets.map, Ray Data ({n:,} records)")
+    data, lines, failures = scale.bench_scale(n, cfg.workers, cfg.quick)
+    for line in lines:
+        rep.line(line)
+    rep.data["scale"] = data
+    rep.failures.extend(failures)
+
+
 def perturb_ids(ids: list[int], tok: KimiTokenizer, rng: random.Random) -> list[int] | None:
     """The same bytes with one token split in two (a non-canonical BPE split), or None."""
     n = len(ids)
@@ -783,7 +809,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,generate,memory")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,generate,rowwrite,memory,scale")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -889,8 +915,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench_compare(cfg, rep, tok)
         if "generate" not in cfg.skip:
             bench_generate(cfg, rep)
+        if "rowwrite" not in cfg.skip:
+            bench_row_write(cfg, rep)
         if "memory" not in cfg.skip:
             bench_memory(cfg, rep, jsonl, jsonl4, n_records)
+    if "scale" not in cfg.skip:
+        bench_training_rows(cfg, rep)
 
     rep.section("Targets")
     if cfg.quick:

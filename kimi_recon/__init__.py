@@ -1,5 +1,7 @@
 """kimi-recon: rebuild the exact token IDs a Moonshot Kimi model generated from the text an API returned."""
 
+from ._training_rows import build_samples, sample_batch, training_row
+from ._training_rows import build_samples, sample_batch, training_row
 from .audit import AuditReport, assert_special_tokens_ok, audit_ids, audit_special_tokens
 from .chat_template import render_chat_template
 from .compare import Comparison, compare_ids, is_canonical
@@ -13,6 +15,7 @@ from .errors import (
     TokenizerLoadError,
     UnknownSpecialTokenError,
 )
+from .fast_tokenizer import FastTokenizerError, build_fast_tokenizer, export_tokenizer, official_encode_cuts
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag, ToolCall
 from .profiles import PROFILES, ChatProfile, get_profile
@@ -32,6 +35,7 @@ __all__ = [
     "ChatProfile",
     "Comparison",
     "DatasetAudit",
+    "FastTokenizerError",
     "Flag",
     "InvalidInputError",
     "InvalidResponseError",
@@ -55,12 +59,17 @@ __all__ = [
     "audit_ids",
     "audit_record",
     "audit_special_tokens",
+    "build_samples",
+    "build_samples",
     "build_training_sample",
+    "build_fast_tokenizer",
     "compare_ids",
+    "export_tokenizer",
     "get_profile",
     "ids_from_logprobs",
     "is_canonical",
     "load_tokenizer",
+    "official_encode_cuts",
     "reconstruct_output_ids",
     "reconstruct_records",
     "render_assistant_turn",
@@ -68,5 +77,9 @@ __all__ = [
     "render_prompt",
     "render_tools_declaration",
     "render_turn",
+    "sample_batch",
+    "training_row",
+    "sample_batch",
+    "training_row",
     "turn_from_response",
 ]

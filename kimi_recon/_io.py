@@ -10,6 +10,7 @@ hard link) is refused before anything is read. ``-`` is stdin for an input and s
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 import sys
@@ -97,6 +98,29 @@ def _umask() -> int:
     return mask
 
 
+#: A lone UTF-16 surrogate (from a ``"\\ud800"`` escape in the input) has no UTF-8 form; written as
+#: ``\\ud800`` it is, inside a JSON string (the only place one can be), the standard escape of the same
+#: string, so a row reads back unchanged instead of stopping the run.
+_ERRORS = "backslashreplace"
+
+
+@contextlib.contextmanager
+def _stdout_text() -> Iterator[TextIO]:
+    """stdout as UTF-8 with :data:`_ERRORS`, whatever the locale; stdout itself stays open."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # replaced by a text-only stream (a test's capture): use it as it is
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    text = io.TextIOWrapper(buffer, encoding="utf-8", errors=_ERRORS, newline="\n")
+    try:
+        yield text
+    finally:
+        text.flush()
+        text.detach()
+
+
 @contextlib.contextmanager
 def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
     """A UTF-8 text stream that replaces ``path`` only when the ``with`` block ends without an exception.
@@ -104,10 +128,11 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
     ``-`` is stdout. A symlink is followed (its target is replaced, the link kept). An existing output
     that is not a regular file (``/dev/null``, a FIFO) is written directly: there is no old content to
     keep. A temporary ``.NAME.*.partial`` file may be left behind only by a kill -9 or a power cut.
+    Lone surrogates are written as ``\\udXXX`` (see :data:`_ERRORS`).
     """
     if is_stdio(path):
-        yield sys.stdout
-        sys.stdout.flush()
+        with _stdout_text() as out:
+            yield out
         return
     target = os.path.realpath(os.fspath(path))
     try:
@@ -117,7 +142,7 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise OutputFileError(f"{os.fspath(path)} is a directory", field=field)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(target, "w", encoding="utf-8", newline="\n") as f:
+        with open(target, "w", encoding="utf-8", errors=_ERRORS, newline="\n") as f:
             yield f
         return
     folder = os.path.dirname(target)
@@ -126,7 +151,7 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".partial")
     try:
         os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors=_ERRORS, newline="\n") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -420,12 +420,59 @@ def section_worst(report: Report) -> str:
     return out + "".join(_record_card(n, r) for n, r in enumerate(worst, 1))
 
 
+def section_token_counts(report: Report) -> str:
+    """The usage check per provider (``token_counts``: see :mod:`kimi_recon.usage_stats`)."""
+    providers: Mapping[str, Any] = (report.get("token_counts") or {}).get("providers") or {}
+    if not providers:
+        return ""
+    base = ["token_counts", "providers"]
+    rows, detail = [], []
+    for name, p in providers.items():
+        share = float(p["agree_rate"])
+        rows.append([
+            f"<bdi>{esc(clip(str(name), ID_CHARS))}</bdi>",
+            figure([*base, name, "rows"], p["rows"]),
+            figure([*base, name, "agree"], p["agree"]),
+            figure([*base, name, "agree_rate"], share, fmt_pct),
+            bar(share, KIND_COLORS["exact"] if share == 1.0 else KIND_COLORS["whitespace_drift"]),
+        ])
+        for field, f in p["fields"].items():
+            path = [*base, name, "fields", field]
+            seen = ", ".join(f"<code>{esc(c)}</code> {figure([*path, 'conventions', c], n)}" for c, n in f["conventions"].items())
+            deltas = ", ".join(
+                f"{esc(format(int(d['delta']), '+d'))} ×{figure([*path, 'top_deltas', i, 'rows'], d['rows'])}"
+                for i, d in enumerate(f["top_deltas"])
+            )
+            detail.append([
+                f"<bdi>{esc(clip(str(name), ID_CHARS))}</bdi>",
+                f"<code>{esc(field)}</code>",
+                figure([*path, "checked"], f["checked"]),
+                figure([*path, "mismatch"], f["mismatch"]),
+                seen or '<span class="muted">none</span>',
+                deltas,
+            ])
+    out = '<h2 id="usage">Server token counts</h2>'
+    out += (
+        '<p class="muted small">Each record\'s <code>usage</code> figures against its rebuilt ids. A record agrees when a '
+        "known counting convention explains every figure (<code>exact</code>, <code>without_stop</code>: the stop token "
+        "not counted, <code>with_eos</code>: an [EOS] counted after it). A provider whose prompt or completion counts "
+        "disagree did not return, or did not read, what the ids say.</p>"
+    )
+    out += table([("provider", ""), ("records checked", "num"), ("agree", "num"), ("share", "num"), ("", "barcell")], rows)
+    out += table(
+        [("provider", ""), ("figure", ""), ("checked", "num"), ("mismatches", "num"), ("conventions", ""), ("most common deltas (reported − rebuilt)", "")],
+        detail,
+    )
+    return out
+
+
 #: The page's sections, in order; each returns "" when the report has no data for it.
 SECTIONS: list[Callable[[Report], str]] = [
     section_summary,
     section_kinds,
     section_first_diff,
     section_flags,
+    section_token_counts,
     section_errors,
     section_worst,
 ]

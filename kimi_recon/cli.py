@@ -85,32 +85,45 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
     return _write_rows(args.output, (r.to_dict() for r in results), "reconstructed")
 
 
-def cmd_build_samples(args: argparse.Namespace) -> int:
-    from .dataset import iter_jsonl, record_id
-    from .training import sample_from_record
+def _training_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    from ._training_rows import errors_path_for
 
-    _check_files(args, [("--output", args.output)])
-    tok = _tokenizer(args)
+    errors = args.errors if args.errors is not None or is_stdio(args.output) else errors_path_for(args.output)
+    return [("--output", args.output), ("--errors", errors)]
+
+
+def cmd_build_samples(args: argparse.Namespace) -> int:
+    from ._training_rows import build_samples, write_training_rows
+
+    _check_files(args, _training_outputs(args))
     template = None
     if args.chat_template is not None:
+        check_input(args.chat_template, "--chat-template")
         with open(args.chat_template, encoding="utf-8") as f:  # read before the output is touched
             template = f.read()
+    results = build_samples(
+        args.input,
+        args.tokenizer,
+        profile=args.profile,
+        thinking=not args.no_thinking,
+        template=template,
+        workers=args.workers,
+        progress=None,
+    )
+    summary = write_training_rows(results, args.output, args.errors)
+    print(summary.line("build-samples"), file=sys.stderr)
+    return 1 if summary.errors else 0
 
-    def rows() -> Iterator[dict[str, Any]]:
-        for line, record in iter_jsonl(args.input):
-            if isinstance(record, InvalidInputError):
-                yield {"line": line, "id": None, "error": str(record)}
-                continue
-            try:
-                sample = sample_from_record(record, tok, profile=args.profile, thinking=not args.no_thinking, template=template)
-            except KimiReconError as err:  # a record's failure is a row, never a stopped run
-                yield {"line": line, "id": record_id(record), "error": str(err)}
-            except Exception as err:  # noqa: BLE001 - e.g. RecursionError on ~900-deep tools: still a row
-                yield {"line": line, "id": record_id(record), "error": f"{type(err).__name__}: {err}"}
-            else:
-                yield {"line": line, "id": record_id(record), **sample.to_dict(), "error": None}
 
-    return _write_rows(args.output, rows(), "built samples for")
+def cmd_export(args: argparse.Namespace) -> int:
+    from ._training_rows import write_training_rows
+    from .openrouter.export import export_rows
+
+    _check_files(args, _training_outputs(args))
+    results = export_rows(args.input, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated)
+    summary = write_training_rows(results, args.output, args.errors)
+    print(summary.line("export"), file=sys.stderr)
+    return 1 if summary.errors else 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -118,6 +131,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from .dataset import audit_dataset
 
     args.input = _audit_input(args)
+    if args.html_examples < 0:
+        raise InvalidInputError(f"must be 0 or more, got {args.html_examples}", field="--html-examples")
     _check_files(args, [("--json", args.json), ("--html", args.html)])
     check_distinct_outputs([("--json", args.json), ("--html", args.html)])
     report = audit_dataset(
@@ -143,6 +158,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def cmd_export_tokenizer(args: argparse.Namespace) -> int:
+    from .fast_tokenizer import export_tokenizer
+
+    result = export_tokenizer(args.directory, args.profile, _tokenizer(args), overwrite=args.overwrite)
+    print(f"wrote {', '.join(p.name for p in result.files)} ({result.profile}) to {result.directory}", file=sys.stderr)
     return 0
 
 
@@ -213,9 +236,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html-examples", type=int, default=20, metavar="N", help="worst records shown token by token (default 20)")
     p.set_defaults(func=cmd_audit)
 
-    p = with_format(with_tokenizer(sub.add_parser("build-samples", help="conversations + responses -> EAGLE-3 training rows")))
+    p = with_format(
+        with_tokenizer(
+            sub.add_parser(
+                "build-samples",
+                help="conversations + responses -> training rows for SpecForge / vLLM speculators (docs/training.md)",
+                description="Write one training row (id, input_ids, loss_mask, prompt_len, flags) per good record to "
+                "OUTPUT and every failed record, with its id and the reason, to the errors file. Both files are "
+                "replaced only when the run completes. Exit 1 when any record failed.",
+            )
+        )
+    )
     p.add_argument("input", help="JSONL file, or - for stdin")
-    p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
+    p.add_argument("-o", "--output", default="-", help="training rows JSONL, replaced only once complete; - for stdout (default)")
+    p.add_argument("--errors", default=None, help="failed records JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
+    p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.add_argument(
         "--chat-template",
         metavar="FILE",
@@ -223,6 +258,26 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. {\"preserve_thinking\": true}) reach it as variables",
     )
     p.set_defaults(func=cmd_build_samples)
+
+    p = sub.add_parser(
+        "export",
+        help="a generate log -> training rows (needs rows written with generate --training-sample)",
+        description="Read the resumable log of `kimi-recon generate` and write the training row of every ok "
+        "prompt to OUTPUT; error rows, rows without a sample, and (when asked) flagged or truncated rows go "
+        "to the errors file with the reason. The log is not modified.",
+    )
+    p.add_argument("input", metavar="LOG", help="the JSONL that generate wrote, or - for stdin")
+    p.add_argument("-o", "--output", default="-", help="training rows JSONL (default: stdout)")
+    p.add_argument("--errors", default=None, help="skipped prompts JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
+    p.add_argument("--skip-flagged", action="store_true", help="send rows with any flag to the errors file")
+    p.add_argument("--skip-truncated", action="store_true", help="send rows whose turn was cut (finish_reason length) to the errors file")
+    p.set_defaults(func=cmd_export)
+
+    p = with_tokenizer(sub.add_parser("export-tokenizer", help="write a Hugging Face fast tokenizer (tokenizer.json) to DIR"))
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--profile", default="kimi-k2.5", help="whose special-token names to use: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, ...")
+    p.add_argument("--overwrite", action="store_true", help="replace tokenizer files already in DIR")
+    p.set_defaults(func=cmd_export_tokenizer)
 
     try:
         from .openrouter.cli import register

@@ -461,7 +461,7 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
     found = _pick(rec, RESPONSE_KEYS)
     if found is not None:
         return found
-    if any(k in rec for k in ("choices", "content", "reasoning_content", "reasoning", "tool_calls")):
+    if "choices" in rec or any(k in rec for k in responses.MESSAGE_FIELDS):
         return "response", rec
     raise InvalidInputError(f"is missing: a record needs one of {', '.join(RESPONSE_KEYS)}", field=RESPONSE_KEYS[0])
 
@@ -685,7 +685,7 @@ def _items(records: RecordsArg) -> Iterator[_Item]:
 #: Every key a record is read for; other keys (prompts, messages) are not sent to worker processes.
 _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
-     "choices", "role", "content", "reasoning_content", "reasoning", "tool_calls",
+     "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
      "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS}  # the usage check's
 )
 
@@ -734,8 +734,13 @@ def _stream(
     tok: KimiTokenizer,
     workers: int,
     chunk_size: int,
+    *,
+    slim: bool = True,
 ) -> Iterator[_T]:
-    """Results in input order; with ``workers > 1`` at most ``4 * workers`` chunks are in flight."""
+    """Results in input order; with ``workers > 1`` at most ``4 * workers`` chunks are in flight.
+
+    ``slim`` sends workers only the keys an audit or a reconstruction reads (not the prompt).
+    """
     items = _items(records)
     if workers <= 1:
         for item in items:
@@ -744,7 +749,7 @@ def _stream(
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.tokenizer,))
     pending: deque[Future[list[_T]]] = deque()
     try:
-        for chunk in _chunks((_slim(item) for item in items), chunk_size):
+        for chunk in _chunks((_slim(item) for item in items) if slim else items, chunk_size):
             pending.append(pool.submit(work, chunk, job, None))
             while len(pending) >= 4 * workers:
                 yield from pending.popleft().result()

@@ -28,7 +28,7 @@ from .errors import InvalidInputError, preview
 from .models import Flag
 from .profiles import ChatProfile, get_profile
 
-__all__ = ["OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options"]
+__all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options"]
 
 #: The record keys :func:`parse_options` reads.
 OPTION_KEYS: tuple[str, ...] = (
@@ -59,6 +59,10 @@ _NEVER_NULL = frozenset(
         "deprecated", "readOnly", "writeOnly", "contentEncoding", "contentMediaType", "discriminator",
     }
 )
+#: How deeply tools may nest (objects and lists). Real schemas stay far below; deeper ones would exhaust
+#: the stack somewhere in rendering, so they are refused here, with the field named.
+MAX_TOOLS_DEPTH = 200
+
 #: Keys whose value is a mapping from names the user chose to schemas (a schema is never null).
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
@@ -195,7 +199,7 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
                 raise InvalidInputError(f"must be a tool object, got {type(tool).__name__}", field=f"tools[{i}]")
             tools.append(_plain(tool, f"tools[{i}]", False, filled, ambiguous))
     except RecursionError:
-        raise InvalidInputError("is nested too deeply", field="tools") from None
+        raise InvalidInputError(f"is nested more than {MAX_TOOLS_DEPTH} levels deep", field="tools") from None
     if filled and ambiguous:
         raise InvalidInputError(
             f"went through Arrow (Hugging Face datasets or Ray filled missing keys with null: {', '.join(filled[:3])}"
@@ -218,11 +222,13 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
     return tuple(tools), flags
 
 
-def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: list[str]) -> Any:
+def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: list[str], depth: int = 1) -> Any:
     """A JSON-like copy of ``value`` (numpy arrays and scalars made plain) without Arrow's filler nulls.
 
     ``names`` says the keys of this mapping are names the user chose (its values are schemas).
     """
+    if depth > MAX_TOOLS_DEPTH:
+        raise RecursionError
     if isinstance(value, Mapping):
         out: dict[Any, Any] = {}
         for key, item in value.items():
@@ -232,11 +238,11 @@ def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: lis
                     filled.append(where)
                     continue
                 ambiguous.append(where)
-            out[key] = _plain(item, where, not names and key in _SCHEMA_MAPS, filled, ambiguous)
+            out[key] = _plain(item, where, not names and key in _SCHEMA_MAPS, filled, ambiguous, depth + 1)
         return out
     if isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and hasattr(value, "dtype")):
         items = value.tolist() if hasattr(value, "tolist") else value
         if not isinstance(items, list):  # a numpy scalar
             return items
-        return [_plain(item, f"{path}[{i}]", False, filled, ambiguous) for i, item in enumerate(items)]
+        return [_plain(item, f"{path}[{i}]", False, filled, ambiguous, depth + 1) for i, item in enumerate(items)]
     return value

@@ -43,8 +43,8 @@ class TrainingSample:
         return self.input_ids[self.prompt_len :]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON row EAGLE-3 trainers read: ``input_ids``, ``loss_mask``, ``prompt_len`` (and flag codes,
-        and ``token_counts`` when the usage was checked)."""
+        """The sample as JSON: ``input_ids``, ``loss_mask``, ``prompt_len``, flag codes (and ``token_counts``
+        when the usage was checked); ``kimi-recon export`` makes trainer rows of it."""
         row: dict[str, Any] = {
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,

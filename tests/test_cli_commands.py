@@ -42,19 +42,6 @@ def test_audit_passes_and_fails_on_min_exact(tmp_path: Path, capsys: pytest.Capt
     assert json.loads((tmp_path / "r.json").read_text())["total"] == 7
 
 
-def test_build_samples_rows(tmp_path: Path) -> None:
-    rows = [{"id": i, "messages": c["messages"], "tools": c["tools"], "turn": c["turn"], "thinking": c["thinking"]} for i, c in enumerate(CASES) if c["turn"].get("tool_calls")]
-    rows.append({"id": "bad", "turn": CASES[0]["turn"]})
-    out = tmp_path / "samples.jsonl"
-    assert main(["build-samples", str(write_jsonl(tmp_path / "in.jsonl", rows)), "-o", str(out)]) == 1
-    got = read_jsonl(out)
-    assert len(got) == len(rows)
-    assert "field 'messages'" in got[-1]["error"]
-    first = next(c for c in CASES if c["turn"].get("tool_calls"))
-    assert got[0]["input_ids"] == first["prompt_ids"] + first["output_ids"]
-    assert sum(got[0]["loss_mask"]) == len(first["output_ids"])
-
-
 def test_missing_input_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", str(tmp_path / "nope.jsonl")]) == 2
     assert "nope.jsonl" in capsys.readouterr().err

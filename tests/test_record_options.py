@@ -44,7 +44,11 @@ def test_thinking_false_as_text_is_an_error_row_in_build_samples_and_reconstruct
     for command in ("build-samples", "reconstruct"):
         out = tmp_path / f"{command}.jsonl"
         assert main([command, str(src), "-o", str(out)]) == 1
-        row = read_jsonl(out)[0]
+        if command == "build-samples":  # no training row; the failure is in the errors file
+            assert read_jsonl(out) == []
+            row = read_jsonl(tmp_path / f"{command}.errors.jsonl")[0]
+        else:
+            row = read_jsonl(out)[0]
         error = row["error"] if isinstance(row["error"], str) else f"field {row['error']['field']!r}: {row['error']['message']}"
         assert "field 'thinking': must be true or false" in error, (command, row)
         assert "input_ids" not in row and row.get("output_ids") is None
@@ -179,3 +183,25 @@ def test_record_options_win_over_the_arguments_and_nulls_take_them() -> None:
 def test_unknown_profile_in_a_record_is_an_error_row_naming_the_field() -> None:
     result = audit_record({"id": "p", "response": {"content": "x"}, "reference_ids": [1], "profile": "kimi-k9"})
     assert result.error is not None and result.error.field == "profile"
+
+
+@pytest.mark.parametrize("depth", [120, 900, 20000])
+def test_tools_nested_too_deeply_are_refused_naming_the_field_in_every_profile(tok: KimiTokenizer, depth: int) -> None:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    rec = {"id": "deep", "messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}], "response": {"content": "a"}}
+    for profile in ("kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct"):
+        with pytest.raises(InvalidInputError, match="nested more than 200 levels deep") as err:
+            sample_from_record({**rec, "profile": profile}, tok)
+        assert (err.value.field, err.value.sample) == ("tools", "deep")
+
+
+def test_tools_just_below_the_depth_limit_render_in_every_profile(tok: KimiTokenizer) -> None:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(98):  # 200 levels with the tool and its function
+        schema = {"type": "object", "properties": {"a": schema}}
+    rec = {"id": "d", "messages": [{"role": "user", "content": "q"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}], "response": {"content": "a"}}
+    for profile in ("kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct"):
+        prompt = tok.decode(sample_from_record({**rec, "profile": profile}, tok).prompt_ids)
+        assert prompt.count('"a"') == 98 or prompt.count("a?: ") == 98, profile

@@ -269,8 +269,10 @@ def test_cli_writes_reports_for_records_whose_ids_hold_lone_surrogates(tmp_path:
 def test_cli_needs_an_input_or_the_sample_but_not_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit"]) == 2
     assert main(["audit", "x.jsonl", "--sample"]) == 2
+    assert main(["audit", "--sample", "--html-examples", "-1"]) == 2
     err = capsys.readouterr().err
-    assert "field 'input'" in err or "input" in err
+    assert "field 'input'" in err and "give an input file or --sample, not both" in err
+    assert "field '--html-examples'" in err
 
 
 # -- the bundled sample -------------------------------------------------------------------------------------

@@ -162,3 +162,21 @@ def test_every_door_gives_the_same_ids(drawn: tuple[dict[str, Any], str, Assista
     want = reconstruct_output_ids(expected, tok).ids
     for name, door in doors(message, finish_reason).items():
         assert reconstruct_output_ids(door, tok).ids == want, name
+
+
+def test_a_record_that_is_itself_a_message_reads_the_same_with_one_worker_and_two(tmp_path: Any) -> None:
+    # reasoning_details is a message field: the record slimmed for worker processes must keep it.
+    from kimi_recon.dataset import reconstruct_records
+
+    details = [{"type": "reasoning.text", "text": "Think first."}]
+    records = [{"id": str(i), "role": "assistant", "content": f"Answer {i}.", "reasoning_details": details, "prompt": "x" * 10} for i in range(4)]
+    one = [r.ids for r in reconstruct_records(records, workers=1)]
+    two = [r.ids for r in reconstruct_records(records, workers=2, chunk_size=1)]
+    assert one == two
+    assert one[0] is not None and "Think first." in load_tok().decode(list(one[0]))
+
+
+def load_tok() -> KimiTokenizer:
+    from kimi_recon import load_tokenizer
+
+    return load_tokenizer()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from kimi_recon.profiles import get_profile
@@ -175,3 +175,40 @@ def test_tally_memory_is_bounded_by_capped_counters() -> None:
     assert sum(p["rows"] for p in report["providers"].values()) == 2000
     pooled = report["providers"]["other"]["fields"]["completion_tokens"]
     assert pooled["checked"] == 720 and pooled["other_deltas"] == 720 - 256  # 256 distinct deltas kept
+
+
+TEXT = st.text(alphabet=st.sampled_from(list("abc xyz,.!?\n\t0123456789éü好世界🙂")), max_size=60)
+
+
+@given(st.data(), TEXT, TEXT, st.sampled_from(["stop", "length"]))
+def test_audited_turns_are_flagged_exactly_when_no_convention_explains_their_usage(
+    data: st.DataObject, reasoning: str, content: str, finish: str
+) -> None:
+    from kimi_recon.dataset import audit_record
+    from kimi_recon.tokenizer import load_tokenizer
+
+    assume(finish == "stop" or reasoning or content)  # a turn cut before its first token has no ids
+    tok = load_tokenizer()
+    # The oracle: the turn's text as K2.5 writes it, encoded in one go by the tokenizer (not by the check).
+    cut_in_reasoning = finish == "length" and not content
+    if cut_in_reasoning:
+        text = reasoning
+    else:
+        text = reasoning + "</think>" + content + ("<|im_end|>" if finish == "stop" else "")
+    n = len(tok.encode(text))
+    span = n if cut_in_reasoning else len(tok.encode(reasoning)) + 1
+    completion_ok = {n - 1, n, n + 1} if finish == "stop" else {n}
+    reasoning_ok = {span} if cut_in_reasoning else {span - 1, span}
+    completion, reasoning_count = reported(data.draw, n), reported(data.draw, span)
+    record = {
+        "response": {"choices": [{"message": {"role": "assistant", "reasoning_content": reasoning, "content": content}, "finish_reason": finish}],
+                     "usage": {"completion_tokens": completion, "completion_tokens_details": {"reasoning_tokens": reasoning_count}}},
+        "reference_ids": tok.encode(text),
+    }
+    result = audit_record(record, tok)
+    assert result.error is None and result.comparison is not None and result.comparison.exact
+    expected = [code for code, ok in (("completion_tokens_mismatch", completion in completion_ok),
+                                      ("reasoning_tokens_mismatch", reasoning_count in reasoning_ok)) if not ok]
+    assert [f for f in result.flags if f.endswith("_mismatch")] == expected
+    assert result.token_counts is not None and result.token_counts.completion is not None
+    assert result.token_counts.completion.delta == completion - n

@@ -96,6 +96,8 @@ def test_reconstruct_and_build_samples_rows_carry_the_usage_check(tmp_path: Path
         rows = read_jsonl(out)
         assert len(rows) == len(cases)
         for row, (record, flags, c_shift, p_shift) in zip(rows, cases):
+            if command == "build-samples":  # training rows keep one type per column: JSON text, comma-separated codes
+                row = row | {"token_counts": json.loads(row["token_counts"]), "flags": row["flags"].split(",")}
             assert row["token_counts"]["completion_tokens"]["delta"] == c_shift, (command, row["id"])
             assert [f for f in row["flags"] if f.endswith("_tokens_mismatch")] == flags, (command, row["id"])
             if command == "build-samples":
@@ -130,3 +132,24 @@ def test_k3_records_are_checked_with_k3s_prompt_renderer_and_stop_token() -> Non
         assert result.token_counts.prompt is not None and result.token_counts.prompt.rebuilt == len(golden["prompt_ids"])
         assert result.token_counts.prompt.agrees
         assert [f for f in result.flags if f.endswith("_mismatch")] == (["completion_tokens_mismatch"] if shift == 3 else [])
+
+
+def test_html_report_shows_the_usage_check_figures_of_the_json() -> None:
+    from report_helpers import at, figures_of, shown
+
+    from kimi_recon._report_html import render_html
+
+    d = json.loads(json.dumps(audit_dataset([r for r, *_ in records(8)], progress=False).to_dict()))
+    page = render_html(d)
+    keys = set()
+    for path, fmt, text in figures_of(page).figures:
+        assert text == shown(at(d, path), fmt), path
+        keys.add(json.dumps(path))
+    base = ["token_counts", "providers"]
+    for name in ("Exact Inc", "NoStop AI", "Loose Ltd", "Injector"):
+        assert {json.dumps([*base, name, k]) for k in ("rows", "agree", "agree_rate")} <= keys
+    assert json.dumps([*base, "NoStop AI", "fields", "completion_tokens", "conventions", "without_stop"]) in keys
+    assert json.dumps([*base, "Injector", "fields", "prompt_tokens", "top_deltas", 0, "rows"]) in keys
+    assert 'id="usage"' in page and "+12 ×" in page
+    without = dict(d, token_counts={"rows_checked": 0, "rows_unchecked": 8, "providers": {}})
+    assert 'id="usage"' not in render_html(without)

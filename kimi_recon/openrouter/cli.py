@@ -1,4 +1,4 @@
-"""``kimi-recon generate``: prompts JSONL -> OpenRouter -> EAGLE-3-ready JSONL.
+"""``kimi-recon generate``: prompts JSONL -> OpenRouter -> a resumable log with the rebuilt ids (``export`` makes training rows).
 
 :func:`register` adds the subcommand to the main CLI. Nothing here imports ``openai`` (or the
 reconstruction stack) until the command runs, so ``kimi-recon --help`` stays fast and works without
@@ -116,7 +116,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", default=None, help="tokenizer directory or Hub repo id (default: bundled K2.5)")
     g.add_argument("--profile", default=None, help="chat format used to rebuild ids (default: the --model's, e.g. kimi-k3 for moonshotai/kimi-k3; else kimi-k2.5)")
     g.add_argument("--prompt-ids", action="store_true", help="also write the prompt ids")
-    g.add_argument("--training-sample", action="store_true", help="also write the EAGLE-3 sample (input_ids, loss_mask)")
+    g.add_argument("--training-sample", action="store_true", help="also write the training sample (input_ids, loss_mask); `kimi-recon export` turns the log into trainer rows")
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
     g.add_argument("--no-usage-check", action="store_true", help="do not compare the rebuilt ids with the server's usage token counts")
     g.add_argument("--keep-server-call-ids", action="store_true", help="do not replace server-issued tool-call ids with functions.NAME:IDX")
@@ -130,7 +130,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``generate`` subcommand to the main CLI's subparsers."""
     p = subparsers.add_parser(
         "generate",
-        help="run a prompt file through OpenRouter into EAGLE-3-ready JSONL (needs the openrouter extra)",
+        help="run a prompt file through OpenRouter into a resumable log with rebuilt ids (needs the openrouter extra)",
         description=__doc__,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -1,4 +1,4 @@
-"""Run a prompt file through OpenRouter into EAGLE-3-ready rows, resumably and without losing a prompt.
+"""Run a prompt file through OpenRouter into rows with the rebuilt ids, resumably and without losing a prompt.
 
 Shape of a run: the main thread reads the prompts, opens (locks, repairs, scans) the output, and hands
 prompts not yet done to at most ``concurrency`` daemon worker threads. Workers only talk HTTP (with the

@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._io import open_input
 from ..errors import InvalidInputError
+from ..record_options import parse_options
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
@@ -100,10 +101,11 @@ def _parse_record(text: str | bytes, line: int, secret: str | None = None) -> tu
     if problem is not None:
         return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): {problem}"), False
     tools = record.get("tools")
-    if tools is not None and (
-        not isinstance(tools, Sequence) or isinstance(tools, (str, bytes)) or not all(isinstance(t, Mapping) for t in tools)
-    ):
-        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): 'tools' must be a list of objects"), False
+    try:
+        # The one reader of record options: JSON text parsed, Arrow's filler nulls removed (or refused).
+        sent_tools = parse_options(record, read=("tools",)).tools
+    except InvalidInputError as err:
+        return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): {err}"), False
     if _has_lone_surrogate(text, [messages, tools]):
         return BadPrompt(
             fallback_id, line, f"prompt {fallback_id!r} (line {line}): holds a lone UTF-16 surrogate, which has no UTF-8 form to send"
@@ -113,7 +115,7 @@ def _parse_record(text: str | bytes, line: int, secret: str | None = None) -> tu
         prompt_id = explicit if explicit is not None else derived_id(messages, tools)
     except (ValueError, RecursionError) as err:  # e.g. a structure too deep to serialise again
         return BadPrompt(fallback_id, line, f"prompt {fallback_id!r} (line {line}): cannot be serialised: {type(err).__name__}"), False
-    return Prompt(prompt_id, tuple(messages), tuple(tools) if tools else None, line), explicit is None
+    return Prompt(prompt_id, tuple(messages), sent_tools, line), explicit is None
 
 
 def _check_messages(messages: object) -> str | None:

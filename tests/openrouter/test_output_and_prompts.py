@@ -152,3 +152,16 @@ def test_options_refuse_contradictions() -> None:
         RequestOptions(model="m", top_logprobs=3)
     assert RequestOptions(model="m", reasoning=reasoning_settings(enabled=False)).thinking is False
     assert RequestOptions(model="m").thinking is True
+
+
+def test_prompt_tools_are_read_by_the_record_options_parser() -> None:
+    # JSON text is parsed (not iterated character by character); Arrow's filler nulls are removed before sending.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    messages = [{"role": "user", "content": "x"}]
+    (as_text,) = parse_prompts([json.dumps({"id": "t", "messages": messages, "tools": json.dumps(tools)})])
+    assert isinstance(as_text, Prompt) and as_text.tools == tuple(tools)
+    filled = [{"type": "function", "function": {"name": "f", "description": None, "parameters": {"type": "object", "properties": {"c": None}}}}]
+    (cleaned,) = parse_prompts([json.dumps({"id": "n", "messages": messages, "tools": filled})])
+    assert isinstance(cleaned, Prompt) and cleaned.tools == tuple(tools)
+    (bad,) = parse_prompts([json.dumps({"id": "b", "messages": messages, "tools": "[1]"})])
+    assert isinstance(bad, BadPrompt) and "field 'tools[0]': must be a tool object" in bad.message

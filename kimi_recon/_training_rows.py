@@ -1,0 +1,360 @@
+"""Training rows for the EAGLE-3 trainers: one record, a batch (HF ``datasets`` / Ray Data), or a whole file.
+
+A training row holds exactly what SpecForge (online ``prompts_path``) and vLLM speculators
+(``prepare_data.py --data``) read as pre-tokenized input, plus columns both ignore::
+
+    {"id": "conv-1", "input_ids": [...], "loss_mask": [0, ..., 1, ...], "prompt_len": 812, "flags": "",
+     "token_counts": ""}
+
+Every column has one type in every row, because the Hugging Face JSON loader fixes a column's type from
+the first block it reads (10 MB) and fails on a later row that disagrees: ``id`` is always a string
+(``line-N`` for a record without one), ``flags`` a comma-separated string of flag codes (``""`` for
+none) rather than a list that would be empty, hence untyped, in most rows, and ``token_counts`` the usage
+check as JSON text (``""`` when the record carried no usage) rather than an object most rows lack. A record that cannot become
+a row — malformed, or with no output token to train on — is an error, never a row: the trainers either
+stop at it or skip it silently.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from .dataset import (
+    RESPONSE_KEYS,
+    InvalidRecordError,
+    RecordError,
+    RecordsArg,
+    TokenizerArg,
+    _as_record,
+    _Item,
+    _Job,
+    _progress_bar,
+    _stream,
+    _tokenizer_source,
+    _worker_count,
+    get_tokenizer,
+    record_id,
+)
+from .errors import InvalidInputError
+from .profiles import get_profile
+from .tokenizer import KimiTokenizer
+from .training import TrainingSample, sample_from_record
+
+__all__ = [
+    "BATCH_COLUMNS",
+    "ROW_COLUMNS",
+    "SampleResult",
+    "WriteSummary",
+    "build_samples",
+    "errors_path_for",
+    "sample_batch",
+    "training_row",
+    "write_training_rows",
+]
+
+#: The columns of a training row, in the order they are written.
+ROW_COLUMNS: tuple[str, ...] = ("id", "input_ids", "loss_mask", "prompt_len", "flags", "token_counts")
+#: The columns :func:`sample_batch` returns: a row's, plus ``error`` (None, or why the record failed).
+BATCH_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "error")
+#: Record keys that may hold JSON text instead of objects (Arrow columns are often stored that way).
+#: ``tools`` and the other options are read by :func:`kimi_recon.record_options.parse_options`, which takes
+#: JSON text and undoes Arrow's null filling of tool schemas where that can be done exactly.
+_JSON_KEYS: tuple[str, ...] = ("messages", *RESPONSE_KEYS)
+
+
+def row_of_sample(sample: TrainingSample, row_id: str | None) -> dict[str, Any]:
+    """The training row of a sample; raises when it has nothing to train on (the trainers would drop it)."""
+    if not sample.output_ids:
+        raise InvalidInputError(
+            "gives no output token, so the row would have nothing to train on (loss_mask all 0)", field="response"
+        )
+    return {
+        "id": row_id,
+        "input_ids": sample.input_ids,
+        "loss_mask": sample.loss_mask,
+        "prompt_len": sample.prompt_len,
+        "flags": ",".join(flag.code for flag in sample.flags),
+        "token_counts": json.dumps(sample.token_counts.to_dict()) if sample.token_counts is not None else "",
+    }
+
+
+def training_row(
+    record: Mapping[str, Any],
+    tokenizer: TokenizerArg = None,
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+    template: str | None = None,
+) -> dict[str, Any]:
+    """One record's training row (see the module doc); raises :class:`InvalidInputError` naming the field and id.
+
+    ``template`` replaces the profile's chat template for the prompt (see :func:`~kimi_recon.training.sample_from_record`)."""
+    tok = get_tokenizer(tokenizer)
+    sample = sample_from_record(record, tok, profile=profile, thinking=thinking, template=template)
+    rid = record_id(record)
+    try:
+        return row_of_sample(sample, rid)
+    except InvalidInputError as err:
+        raise err.with_sample(rid) from None
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """One input record's outcome: its training ``row``, or the ``error`` that prevented one."""
+
+    index: int
+    line: int | None
+    record_id: str | None
+    row: dict[str, Any] | None = None
+    error: RecordError | None = None
+
+    def error_row(self) -> dict[str, Any]:
+        """The line written to the errors file: where the record is, its id, the field and the reason."""
+        assert self.error is not None
+        return {
+            "id": self.record_id,
+            "line": self.line,
+            "index": self.index,
+            "field": self.error.field,
+            "error": str(self.error),
+            "error_type": self.error.error_type,
+        }
+
+
+def _failure(index: int, line: int | None, rid: str | None, err: Exception) -> SampleResult:
+    if isinstance(err, InvalidRecordError) and err.line is not None:
+        line = err.line
+    fld = err.field if isinstance(err, InvalidInputError) else None
+    message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
+    return SampleResult(index, line, rid, error=RecordError(index, line, rid, fld, message, type(err).__name__))
+
+
+def sample_result(
+    record: object,
+    tok: KimiTokenizer,
+    *,
+    profile: str,
+    thinking: bool,
+    template: str | None = None,
+    index: int = 0,
+    line: int | None = None,
+) -> SampleResult:
+    """:func:`training_row` that never raises: a record's failure (of any kind) is a result with an error."""
+    rid: str | None = None
+    try:
+        rec = _as_record(record, line)
+        rid = record_id(rec)
+        row = training_row(rec, tok, profile=profile, thinking=thinking, template=template)
+    except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
+        return _failure(index, line, rid, err)
+    if row["id"] is None:
+        row["id"] = f"line-{line}" if line is not None else f"record-{index}"
+    return SampleResult(index, line, rid, row)
+
+
+def _sample_chunk(
+    items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None, *, template: str | None = None
+) -> list[SampleResult]:
+    tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
+    return [
+        sample_result(rec, tok, profile=job.profile, thinking=job.thinking, template=template, index=i, line=line)
+        for i, line, rec in items
+    ]
+
+
+def build_samples(
+    records: RecordsArg,
+    tokenizer: TokenizerArg = None,
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+    template: str | None = None,
+    workers: int | None = 1,
+    chunk_size: int = 16,
+    progress: bool | None = False,
+) -> Generator[SampleResult, None, None]:
+    """A :class:`SampleResult` for every record of a JSONL path or an iterable, lazily and in input order.
+
+    ``workers`` > 1 (None or 0: all cores) spreads chunks of ``chunk_size`` records over a process pool
+    with the tokenizer loaded once per worker; the results are the same as with one worker.
+    """
+    get_profile(profile)
+    n = _worker_count(workers)
+    tok, source = _tokenizer_source(tokenizer, n)
+    job = _Job(source, profile, thinking, True)
+    with _progress_bar(records, progress, "build-samples") as bar:
+        work = functools.partial(_sample_chunk, template=template)  # picklable: a module function and a string
+        for result in _stream(records, work, job, tok, n, chunk_size, slim=False):
+            bar.update(1)
+            yield result
+
+
+# -- batches: datasets.Dataset.map(batched=True) and Ray Data map_batches -----------------------------
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars (how Ray hands over columns) made Python objects."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
+        return value
+    tolist = getattr(value, "tolist", None)  # numpy ndarray or scalar; no numpy import needed
+    return _plain(tolist()) if callable(tolist) else value
+
+
+def _holds_numpy(value: Any) -> bool:
+    """True when ``value`` is or contains a numpy array or scalar (anything with a ``dtype``)."""
+    if isinstance(value, Mapping):
+        return any(_holds_numpy(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_numpy(v) for v in value)
+    return hasattr(value, "dtype")
+
+
+def _batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for column in columns:
+        raw = batch[column][i]
+        if column in _JSON_KEYS and _holds_numpy(raw):
+            raise InvalidInputError(
+                "arrived as Arrow-converted objects (numpy arrays), which are not the objects that were stored: Arrow "
+                "gives every object the keys of all rows, null where a row had none; store this column as JSON text",
+                field=column,
+            )
+        value = _plain(raw)
+        if isinstance(value, (str, bytes)) and column in _JSON_KEYS:
+            try:
+                value = json.loads(value)
+            except RecursionError:
+                raise InvalidInputError("is JSON text nested too deeply", field=column) from None
+            except ValueError as err:
+                raise InvalidInputError(f"is text but not JSON: {err}", field=column) from None
+        record[column] = value
+    return record
+
+
+def sample_batch(
+    batch: Mapping[str, Any],
+    tokenizer: TokenizerArg = None,
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+    template: str | None = None,
+) -> dict[str, list[Any]]:
+    """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
+
+    ``batch`` maps column names to equal-length sequences (lists, or numpy arrays as Ray Data's default
+    batch format gives): ``messages``, optional ``tools``, the response (``response``, ``turn`` or
+    ``message``), optional ``id``, ``thinking``, ``profile``. ``messages``, ``tools`` and the response may
+    be objects or JSON text. Never raises on a bad record: it becomes a row whose ``error`` says why, with
+    empty ``input_ids``/``loss_mask`` (filter on ``error is None`` before training). Picklable, loads the
+    tokenizer once per process::
+
+        ds.map(sample_batch, batched=True, num_proc=8, remove_columns=ds.column_names)   # datasets
+        ray_ds.map_batches(sample_batch)                                                 # Ray Data
+
+    Each row equals :func:`training_row` of the record. Keep nested data as JSON text when it passes
+    through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none).
+    ``messages`` and the response arriving as numpy arrays (Ray's view of such objects) are refused as a
+    row error; ``tools`` go to :func:`~kimi_recon.record_options.parse_options`, which removes the filled
+    nulls where that is exact and refuses the record where it is not.
+    """
+    columns = list(batch)
+    n = len(batch[columns[0]]) if columns else 0
+    tok = get_tokenizer(tokenizer)
+    out: dict[str, list[Any]] = {column: [] for column in BATCH_COLUMNS}
+    for i in range(n):
+        rid = record_id({"id": _plain(batch["id"][i])}) if "id" in batch else None
+        try:
+            record = _batch_record(batch, columns, i)
+            row = training_row(record, tok, profile=profile, thinking=thinking, template=template)
+            error = None
+        except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
+            row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "token_counts": ""}
+            error = str(_failure(i, None, rid, err).error)
+        for column in ROW_COLUMNS:
+            out[column].append(row[column])
+        out["error"].append(error)
+    return out
+
+
+# -- files ---------------------------------------------------------------------------------------------
+
+
+def errors_path_for(output: str) -> str:
+    """Where the failed records of ``output`` go: ``OUT.errors.jsonl`` next to it (``samples.jsonl`` ->
+    ``samples.errors.jsonl``)."""
+    return output.removesuffix(".jsonl") + ".errors.jsonl"
+
+
+@dataclass(frozen=True)
+class WriteSummary:
+    """What a write did: rows and errors written, and where."""
+
+    rows: int
+    errors: int
+    output: str
+    errors_output: str | None
+
+    def line(self, command: str) -> str:
+        where = f" to {self.errors_output}" if self.errors_output else " (listed above)"
+        return f"{command}: {self.rows} training rows to {self.output}; {self.errors} failed records{where}"
+
+
+def _json_line(row: Mapping[str, Any]) -> str:
+    from .openrouter.output import (
+        to_json_line,  # one writer of JSON lines for every output
+    )
+
+    return to_json_line(row) + "\n"
+
+
+def _write_results(results: Iterable[SampleResult], out: TextIO, errors: TextIO | None, stderr: TextIO) -> tuple[int, int]:
+    rows = failed = 0
+    for result in results:
+        if result.row is not None:
+            out.write(_json_line(result.row))
+            rows += 1
+            continue
+        failed += 1
+        if errors is not None:
+            errors.write(_json_line(result.error_row()))
+        else:
+            print(f"error: {result.error}", file=stderr)
+    return rows, failed
+
+
+def write_training_rows(
+    results: Iterable[SampleResult],
+    output: str,
+    errors_output: str | None = None,
+    *,
+    stderr: TextIO | None = None,
+) -> WriteSummary:
+    """Write the rows of ``results`` to ``output`` and the failures to ``errors_output``, both atomically.
+
+    Both files are written to temp files in their folders and renamed into place only when every result
+    is written, so an interrupted run leaves the previous files untouched. ``output`` ``"-"`` writes the
+    rows to stdout; failures then go to ``errors_output`` when given, else to ``stderr`` one per line.
+    Otherwise the errors file defaults to :func:`errors_path_for` and is always written (empty when nothing
+    failed), so a stale one never survives.
+    """
+    from ._io import atomic_output, is_stdio
+
+    err_stream = stderr if stderr is not None else sys.stderr
+    if errors_output is None and not is_stdio(output):
+        errors_output = errors_path_for(output)
+    with atomic_output(output, "--output") as out:
+        if errors_output is None:
+            rows, failed = _write_results(results, out, None, err_stream)
+        else:
+            with atomic_output(errors_output, "--errors") as errors:
+                rows, failed = _write_results(results, out, errors, err_stream)
+    return WriteSummary(rows, failed, "stdout" if is_stdio(output) else output, errors_output)

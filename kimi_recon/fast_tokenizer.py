@@ -1,0 +1,277 @@
+"""Kimi as a Hugging Face fast tokenizer: a ``tokenizer.json`` built from the tiktoken ranks.
+
+The export is byte-level BPE (GPT-2's byte-to-character map) whose merges are derived from the ranks,
+Kimi's split regex as a ``Split`` pre-tokenizer, and every one of the 256 special slots as an added
+token with the profile's name and ``special`` flag. It gives the official ids on every text the
+official encode does not cut (see :func:`official_encode_cuts`).
+
+``tokenizers`` is an optional extra (``pip install 'kimi-recon[fast]'``); it is imported only when a
+tokenizer is built, so :func:`official_encode_cuts` and :func:`bpe_merges` work without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidInputError, KimiReconError
+from .profiles import get_profile
+from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
+from .tokenizer import KIMI_PAT_STR, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
+
+if TYPE_CHECKING:
+    import tokenizers
+
+TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+EXPORT_FILES = (TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
+
+#: The slots transformers knows by role; the official tokenizer_config.json names the same four.
+_ROLE_IDS = {"bos_token": 163584, "eos_token": 163585, "unk_token": 163838, "pad_token": 163839}
+
+
+class FastTokenizerError(KimiReconError):
+    """The fast tokenizer cannot be built or exported (``tokenizers`` missing, a bad output folder)."""
+
+
+def official_encode_cuts(text: str) -> bool:
+    """True when the official encode cuts ``text`` into pieces it tokenizes separately.
+
+    It does so for texts over 400,000 characters and for runs of over 25,000 whitespace or
+    non-whitespace characters (``str.isspace``). A ``tokenizers`` pipeline never cuts, so only on
+    such texts can the export's ids differ from the official ones; encoding each piece of
+    :func:`kimi_recon.tokenizer.official_chunks` separately gives the official ids there too.
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(f"must be a str, got {type(text).__name__}", field="text")
+    return next(islice(official_chunks(text), 1, None), None) is not None
+
+
+@functools.lru_cache(maxsize=1)
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> character map, which byte-level BPE vocabularies and the ByteLevel steps use."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return dict(sorted(chars.items()))
+
+
+def _split_by_bpe(ranks: Mapping[bytes, int], token: bytes, rank: int) -> list[bytes]:
+    """The parts BPE leaves of ``token`` using only the merges ranked below ``rank``."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best_rank, best_at = rank, -1
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1])
+            if r is not None and r < best_rank:
+                best_rank, best_at = r, i
+        if best_at < 0:
+            break
+        parts[best_at : best_at + 2] = [parts[best_at] + parts[best_at + 1]]
+    return parts
+
+
+def bpe_merges(ranks: Mapping[bytes, int]) -> list[tuple[bytes, bytes]]:
+    """The merge list equivalent to tiktoken's ranks, in rank order.
+
+    tiktoken merges any adjacent pair whose concatenation has the lowest rank. Inside a token's span,
+    the parts just before that token forms are what BPE makes of the token's bytes alone with the
+    lower-ranked merges (a merge reaching across the span would have left no parts that tile it), so
+    the token's merge is that split, and it must have exactly two parts. A token without such a split
+    could only come out of tiktoken as a whole piece; the Kimi vocab has none, and one is refused.
+    """
+    merges: list[tuple[bytes, bytes]] = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = _split_by_bpe(ranks, token, rank)
+        if len(parts) != 2:
+            raise FastTokenizerError(f"token {token!r} (rank {rank}) is not the merge of two lower-ranked tokens: BPE leaves {parts!r}")
+        merges.append((parts[0], parts[1]))
+    return merges
+
+
+def _chars(token: bytes) -> str:
+    # latin-1 reads each byte as the character of the same number, which translate() then maps.
+    return token.decode("latin-1").translate(byte_to_unicode())
+
+
+@functools.lru_cache(maxsize=2)
+def _vocab_and_merges(tokenizer: KimiTokenizer) -> tuple[dict[str, int], tuple[str, ...]]:
+    # Derived once per loaded tokenizer (seconds for the 163k ranks).
+    ranks = tokenizer.encoding._mergeable_ranks
+    vocab = {_chars(token): rank for token, rank in sorted(ranks.items(), key=lambda kv: kv[1])}
+    # Byte-level characters never include a space, so "left right" is unambiguous in every reader.
+    merges = tuple(f"{_chars(a)} {_chars(b)}" for a, b in bpe_merges(ranks))
+    return vocab, merges
+
+
+def _added_tokens(registry: SpecialTokenRegistry, num_base: int) -> list[dict[str, Any]]:
+    slots = range(num_base, num_base + NUM_SPECIAL_SLOTS)
+    missing = [i for i in slots if registry.get(i) is None]
+    if missing or len(registry) != NUM_SPECIAL_SLOTS:
+        raise FastTokenizerError(f"the special-token table must name every slot {num_base}..{num_base + NUM_SPECIAL_SLOTS - 1} once; missing {missing[:5]}")
+    return [
+        {
+            "id": t.id,
+            "content": t.text,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            # Added tokens are matched in the raw text, as tiktoken matches special tokens.
+            "normalized": False,
+            "special": t.special,
+        }
+        for t in registry
+    ]
+
+
+def tokenizer_json(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | None = None, *, added_tokens: bool = True) -> dict[str, Any]:
+    """The ``tokenizer.json`` document (a JSON-ready dict) for ``profile`` and ``tokenizer``'s ranks.
+
+    With ``added_tokens=False`` the special slots are left out: that tokenizer encodes special-token
+    text as ordinary text, like ``KimiTokenizer.encode(text, allow_special=False)``.
+    """
+    tok = tokenizer if tokenizer is not None else load_tokenizer()
+    vocab, merges = _vocab_and_merges(tok)
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": _added_tokens(SpecialTokenRegistry.for_profile(profile), len(vocab)) if added_tokens else [],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": KIMI_PAT_STR}, "behavior": "Isolated", "invert": False},
+                # The split above is the whole pre-tokenization; this step only maps bytes to characters.
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            ],
+        },
+        # No BOS/EOS: the official encode adds none.
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            # tiktoken emits a piece that is a whole token as that token without merging.
+            "ignore_merges": True,
+            "vocab": dict(vocab),
+            "merges": list(merges),
+        },
+    }
+
+
+def _tokenizers_module() -> Any:
+    try:
+        import tokenizers
+    except ImportError:
+        raise FastTokenizerError("the fast tokenizer needs the tokenizers package: pip install 'kimi-recon[fast]'") from None
+    return tokenizers
+
+
+def build_fast_tokenizer(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | None = None, *, added_tokens: bool = True) -> tokenizers.Tokenizer:
+    """The Kimi tokenizer as a ``tokenizers.Tokenizer`` (see :func:`tokenizer_json`)."""
+    module = _tokenizers_module()
+    fast: tokenizers.Tokenizer = module.Tokenizer.from_str(json.dumps(tokenizer_json(profile, tokenizer, added_tokens=added_tokens)))
+    return fast
+
+
+def tokenizer_config(profile: str = "kimi-k2.5") -> dict[str, Any]:
+    """``tokenizer_config.json`` for ``transformers``: the generic fast class, no remote code."""
+    registry = SpecialTokenRegistry.for_profile(profile)
+    roles = {role: registry.text(tid) for role, tid in _ROLE_IDS.items()}
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **roles,
+        "additional_special_tokens": [t.text for t in registry.named() if t.special and t.id not in _ROLE_IDS.values()],
+        # transformers would otherwise "clean up" spaces before punctuation when decoding.
+        "clean_up_tokenization_spaces": False,
+        "added_tokens_decoder": {
+            str(t.id): {"content": t.text, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": t.special}
+            for t in registry
+        },
+    }
+
+
+def special_tokens_map(profile: str = "kimi-k2.5") -> dict[str, Any]:
+    config = tokenizer_config(profile)
+    return {key: config[key] for key in (*_ROLE_IDS, "additional_special_tokens")}
+
+
+@dataclass(frozen=True)
+class ExportedTokenizer:
+    """What :func:`export_tokenizer` wrote."""
+
+    directory: Path
+    files: tuple[Path, ...]
+    profile: str
+
+
+def export_tokenizer(
+    directory: str | os.PathLike[str],
+    profile: str = "kimi-k2.5",
+    tokenizer: KimiTokenizer | None = None,
+    *,
+    overwrite: bool = False,
+) -> ExportedTokenizer:
+    """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` to ``directory``.
+
+    Refuses a folder that holds a ``tiktoken.model`` (a tokenizer source folder, whose own config it
+    would replace) and, unless ``overwrite``, one that already holds any of the three files. Each file
+    is written to a temporary name in the folder and renamed into place.
+    """
+    out = Path(directory).expanduser()
+    name = get_profile(profile).name
+    if out.exists() and not out.is_dir():
+        raise FastTokenizerError(f"{out} exists and is not a directory")
+    if (out / VOCAB_FILE).exists():
+        raise FastTokenizerError(f"{out} holds a {VOCAB_FILE}: it is a tokenizer source folder; export to another folder")
+    existing = [f for f in EXPORT_FILES if (out / f).exists()]
+    if existing and not overwrite:
+        raise FastTokenizerError(f"{out} already holds {', '.join(existing)}; pass overwrite=True (--overwrite) to replace them")
+    texts = {
+        TOKENIZER_JSON: json.dumps(tokenizer_json(name, tokenizer), ensure_ascii=False),
+        TOKENIZER_CONFIG: json.dumps(tokenizer_config(name), ensure_ascii=False, indent=2),
+        SPECIAL_TOKENS_MAP: json.dumps(special_tokens_map(name), ensure_ascii=False, indent=2),
+    }
+    _tokenizers_module().Tokenizer.from_str(texts[TOKENIZER_JSON])  # a document tokenizers refuses is never written
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for filename, text in texts.items():
+        target = out / filename
+        tmp = out / f".{filename}.tmp-{os.getpid()}"
+        try:
+            tmp.write_text(text + "\n", encoding="utf-8")
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        written.append(target)
+    return ExportedTokenizer(out, tuple(written), name)
+
+
+def encode_like_official(fast: tokenizers.Tokenizer, text: str) -> list[int]:
+    """The official ids of ``text`` with a fast tokenizer: the pieces the official encode cuts, encoded one by one."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"must be a str, got {type(text).__name__}", field="text")
+    pieces: Sequence[str] = list(official_chunks(text)) if official_encode_cuts(text) else [text]
+    ids: list[int] = []
+    for encoding in fast.encode_batch(pieces, add_special_tokens=False):
+        ids += encoding.ids
+    return ids
