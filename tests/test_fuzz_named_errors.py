@@ -303,11 +303,13 @@ def test_cli_reconstruct_and_build_samples_write_one_row_per_line_and_raise_noth
     src, out = workdir / "in.jsonl", workdir / "out.jsonl"
     src.write_bytes(b"\n".join(lines) + b"\n")
     n = sum(1 for line in lines if line.strip())
+    errors = workdir / "errors.jsonl"  # build-samples writes failed records there
     for command in ("reconstruct", "build-samples"):
         out.unlink(missing_ok=True)
-        code = _run([command, str(src), "-o", str(out)])
+        errors.unlink(missing_ok=True)
+        code = _run([command, str(src), "-o", str(out), *(["--errors", str(errors)] if command == "build-samples" else [])])
         assert code in (0, 1), command
-        rows = _rows(out)
+        rows = _rows(out) + (_rows(errors) if errors.exists() else [])
         assert len(rows) == n, command  # every line comes out as a row or as a recorded error
         for row in rows:
             ids = row.get("output_ids") if command == "reconstruct" else row.get("input_ids")
