@@ -25,6 +25,7 @@ hurts both sides alike):
    old per-value redaction walk (target: <= 1.25x the floor; :mod:`benchmarks.row_write`);
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
+7. Kimi-K3 and the per-profile encoders against raw tiktoken (:mod:`benchmarks.k3`; K3 target >= 1.0x);
 
 Results go to ``benchmarks/results/`` (git-ignored): ``<mode>.json`` and ``<mode>.md``. JSONL inputs
 go to a temp dir unless ``--keep-jsonl``. Targets are reported, never asserted; the exit status is
@@ -61,6 +62,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 import tiktoken
 
 from benchmarks import baselines, compare_speed, corpus, scale
+from benchmarks import k3 as k3_bench
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_assistant_turn, render_turn
@@ -426,6 +428,27 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
         "long_pieces_scanned": scanned,
         "cprofile_top": top,
     }
+
+
+def bench_k3(cfg: Config, rep: Report, records: Sequence[Record]) -> None:
+    rep.section("Kimi-K3 and the per-profile encoders against raw tiktoken (process CPU time)")
+    result = k3_bench.measure(records, cfg.rounds, cfg.seed + 7)
+    for text in k3_bench.lines(result):
+        rep.line(text)
+    rep.target("K3 reconstruct_output_ids vs raw tiktoken", result["k3_ratio"], f">= {k3_bench.TARGET_K3_RAW_RATIO}x", result["k3_ratio"] >= k3_bench.TARGET_K3_RAW_RATIO, "x")
+    rep.target(
+        "K2.5 reconstruct_output_ids vs raw tiktoken (CPU time)",
+        result["k25_ratio"],
+        f">= {k3_bench.TARGET_K25_RAW_RATIO}x",
+        result["k25_ratio"] >= k3_bench.TARGET_K25_RAW_RATIO,
+        "x",
+    )
+    if not all(result["checks"].values()):
+        rep.failures.append(f"K3 benchmark checks failed: {result['checks']}")
+    for name, g in (result["golden"] or {}).items():
+        if g["reconstruct_exact"] != g["turns"]:
+            rep.failures.append(f"K3 reconstruct is not exact on the official dev set {name}: {g}")
+    rep.data["k3"] = result
 
 
 def _stages(args: tuple[Record, KimiTokenizer]) -> list[int]:
@@ -809,7 +832,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,profile,parallel,load,compare,generate,rowwrite,memory,scale")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,profile,parallel,load,compare,generate,rowwrite,memory,scale")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -881,6 +904,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench_exactness(rep, tok, records, refs)
     if "golden" not in cfg.skip:
         bench_golden(rep, tok)
+    if "k3" not in cfg.skip:
+        bench_k3(cfg, rep, records)
     ratio = rep.data.get("throughput", {}).get("ratio_vs_raw")
     profile = "profile" not in cfg.skip and (cfg.profile or not cfg.quick or (ratio is not None and ratio < TARGET_RAW_RATIO))
     if profile:

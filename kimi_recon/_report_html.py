@@ -407,7 +407,8 @@ def section_worst(report: Report) -> str:
     limit = report.get("worst_limit", len(worst))
     out = f'<h2 id="worst">Worst records ({esc(len(worst))} shown, up to {esc(limit)})</h2>'
     if not worst:
-        return out + '<p class="muted">Every compared record is exact.</p>'
+        none = "Every compared record is exact." if int(report.get("compared", 0)) else "No record was compared."
+        return out + f'<p class="muted">{none}</p>'
     out += (
         '<p class="muted small">The worst of each kind in turn, most serious kind first, largest difference first. Each table '
         "lines up both sides by index around the first difference (▶); special tokens are boxed; hover a token for its id and "

@@ -45,17 +45,20 @@ def text(value: str, field: str | None = None) -> list[Segment]:
     return [Segment(value, field)] if value else []
 
 
+_OPEN, _CLOSE, _SEP, _EQ_QUOTE, _QUOTE = marker(OPEN), marker(CLOSE), marker(SEP), Segment('="'), Segment('"')
+
+
 def open_tag(tag: str, attrs: Iterable[tuple[str, object, str | None]] = ()) -> list[Segment]:
     """``<|open|>tag key="value"…<|sep|>``; each attribute is four text pieces, the value from ``field``."""
-    segments = [marker(OPEN), *text(tag)]
+    segments = [_OPEN, Segment(tag)]
     for key, value, field in attrs:
-        segments += [*text(" " + key), Segment('="'), *text(escape_attr(value), field), Segment('"')]
-    segments.append(marker(SEP))
+        segments += [Segment(" " + key), _EQ_QUOTE, *text(escape_attr(value), field), _QUOTE]
+    segments.append(_SEP)
     return segments
 
 
 def close_tag(tag: str) -> list[Segment]:
-    return [marker(CLOSE), *text(tag), marker(SEP)]
+    return [_CLOSE, Segment(tag), _SEP]
 
 
 def xtml_type(value: Any) -> str:
@@ -109,10 +112,11 @@ def arguments_problem(arguments: str | Mapping[str, Any]) -> str | None:
     return None if isinstance(parsed, dict) else f"is JSON but not an object ({type(parsed).__name__}); Kimi K3 tool call arguments must be a JSON object"
 
 
-def call_segments(call: ToolCall, index: int, where: str) -> list[Segment]:
-    """``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts from 1)."""
+def call_segments(call: ToolCall, index: int, where: str, parsed: tuple[Mapping[str, Any] | None, str | None]) -> list[Segment]:
+    """``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts from 1);
+    ``parsed`` is :func:`parse_arguments` of the call's arguments."""
     segments = open_tag("call", [("tool", call.name, f"{where}.function.name"), ("index", index, None)])
-    args, block = parse_arguments(call.arguments)
+    args, block = parsed
     field = f"{where}.function.arguments"
     if block is not None:
         segments += open_tag("json", [("type", "object", None)]) + text(block, field) + close_tag("json")
@@ -155,8 +159,9 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, st
         segments += open_tag("tools")
         for i, call in enumerate(turn.tool_calls):
             where = f"tool_calls[{i}]"
-            segments += call_segments(call, i + 1, where)
-            flags += argument_flags(call, where)
+            parsed = parse_arguments(call.arguments)
+            segments += call_segments(call, i + 1, where, parsed)
+            flags += argument_flags(call, where, parsed)
         if finished:
             segments += close_tag("tools")
     if finished and not (stop == AFTER_TOOLS and turn.tool_calls):
@@ -170,12 +175,11 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, st
     return RenderedTurn(tuple(segments), tuple(flags), frozenset(s.text for s in segments if s.special))
 
 
-def _field_specials() -> tuple[str, ...]:
-    k3 = registry_named("kimi-k3")
-    return tuple(sorted({t.text for t in k3.named()} | {t.text for t in SPECIAL_TOKENS.named()}))
-
-
-_FIELD_SPECIALS = _field_specials()
+#: Every named special-token text of K3 and K2.5 (K2.5's are reserved slots in K3, so users quote them).
+_FIELD_SPECIALS = frozenset({t.text for t in registry_named("kimi-k3").named()} | {t.text for t in SPECIAL_TOKENS.named()})
+#: A superset of their shapes: one scan finds the candidates, the set keeps the real ones.
+_FIELD_SPECIAL_SHAPE = re.compile(r"<\|[A-Za-z0-9_]+\|>|\[[A-Za-z_]+\]|</?think>|<osagent_mode>")
+assert all(_FIELD_SPECIAL_SHAPE.fullmatch(t) for t in _FIELD_SPECIALS)
 
 
 def special_text_flags(segments: Iterable[Segment]) -> list[Flag]:
@@ -184,7 +188,7 @@ def special_text_flags(segments: Iterable[Segment]) -> list[Flag]:
     for seg in segments:
         if seg.field is None or ("<" not in seg.text and "[" not in seg.text):
             continue
-        found = [t for t in _FIELD_SPECIALS if t in seg.text]
+        found = sorted({t for t in _FIELD_SPECIAL_SHAPE.findall(seg.text) if t in _FIELD_SPECIALS})
         if found:
             flags.append(
                 Flag(
@@ -241,7 +245,7 @@ def _spacing(raw: str) -> list[str]:
     return [t for t in _JSON_TOKEN.findall(raw) if t.isspace()]
 
 
-def argument_flags(call: ToolCall, where: str) -> list[Flag]:
+def argument_flags(call: ToolCall, where: str, parsed: tuple[Mapping[str, Any] | None, str | None]) -> list[Flag]:
     """Flags for argument values the official renderer writes differently from the API's JSON text.
 
     The renderer parses the arguments and writes each value with ``json.dumps``, so ``1e2`` becomes
@@ -253,16 +257,18 @@ def argument_flags(call: ToolCall, where: str) -> list[Flag]:
     flags: list[Flag] = []
     if isinstance(call.arguments, Mapping):
         return flags
-    problem = arguments_problem(call.arguments)
-    args, block = parse_arguments(call.arguments)
-    if problem is not None:
-        flags.append(Flag("arguments_not_object", f"arguments {problem}; rendered verbatim as a json block (the official renderer refuses them)", field))
-        return flags
+    args, block = parsed
     if block is not None:
-        flags.append(Flag("arguments_not_json", 'arguments are not valid JSON; rendered verbatim as a <|open|>json type="object"<|sep|> block', field))
+        problem = arguments_problem(block)
+        if problem is not None:
+            flags.append(Flag("arguments_not_object", f"arguments {problem}; rendered verbatim as a json block (the official renderer refuses them)", field))
+        else:
+            flags.append(Flag("arguments_not_json", 'arguments are not valid JSON; rendered verbatim as a <|open|>json type="object"<|sep|> block', field))
         return flags
+    if args is None or all(isinstance(v, str) for v in args.values()):
+        return flags  # a string value is written as the string itself: nothing to re-spell
     members = raw_argument_values(call.arguments)
-    if args is None or members is None:
+    if members is None:
         return flags
     for key, raw in members:
         if key not in args or isinstance(args[key], str):

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import InvalidInputError, preview
+from .k3 import render_k3_turn
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile
 from .record_options import parse_options
@@ -74,8 +75,6 @@ def render_turn(
     prof, thinking, call_index_offset = options.profile, options.thinking, options.call_index_offset or 0
     stop = check_stop(prof, stop)
     if prof.format == "k3":
-        from .k3 import render_k3_turn
-
         return render_k3_turn(turn, prof, thinking, stop)
     flags: list[Flag] = []
     segments: list[Segment] = []
@@ -126,14 +125,16 @@ def render_turn(
         segments.append(marker(stop))
 
     specials = {seg.text for seg in segments if seg.is_marker}
+    fields_plain = True
     for seg in segments:
         if seg.field is not None:
             shaped = special_texts_in(seg.text)
+            fields_plain = fields_plain and not shaped
             specials.update(shaped)
             found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
             if found:
                 flags.append(Flag("special_text_in_field", f"contains special-token text {found}; one encode makes it special ids", seg.field))
-    return RenderedTurn(tuple(s for s in segments if s.text), tuple(flags), frozenset(specials))
+    return RenderedTurn(tuple(s for s in segments if s.text), tuple(flags), frozenset(specials), fields_plain)
 
 
 def render_assistant_turn(

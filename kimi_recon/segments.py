@@ -19,6 +19,7 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .models import Flag
 from .profiles import ChatProfile, EncodingStyle
@@ -26,9 +27,11 @@ from .special_tokens import SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_n
 from .tokenizer import MAX_RUN_CHARS, KimiTokenizer
 
 
-@dataclass(frozen=True)
-class Segment:
-    """A piece of rendered text: a control ``special`` marker, template text, or the text of a turn ``field``."""
+class Segment(NamedTuple):
+    """A piece of rendered text: a control ``special`` marker, template text, or the text of a turn ``field``.
+
+    A named tuple rather than a frozen dataclass: a K3 turn is dozens of these, built on the hot path.
+    """
 
     text: str
     field: str | None = None
@@ -56,6 +59,9 @@ class RenderedTurn:
     segments: tuple[Segment, ...]
     flags: tuple[Flag, ...]
     special_texts: frozenset[str] = frozenset()
+    #: True when the renderer checked that no field holds special-token-shaped text (so a one-encode
+    #: need not scan the text between markers for it)
+    fields_plain: bool = False
 
     @functools.cached_property
     def text(self) -> str:
@@ -75,32 +81,45 @@ def marker_ids(profile: ChatProfile) -> dict[str, int]:
     return _marker_ids(profile.special_tokens)
 
 
-def encode_segments(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[int]:
-    """The official ids of rendered ``segments`` under ``profile``'s encoding style."""
-    return encode_with_style(segments, tokenizer, marker_ids(profile), profile.encoding)
+def encode_segments(
+    segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, profile: ChatProfile, *, fields_plain: bool = False
+) -> list[int]:
+    """The official ids of rendered ``segments`` under ``profile``'s encoding style.
+
+    ``fields_plain``: the caller knows no segment holds special-token-shaped text (a one-encode then
+    skips the scan for it)."""
+    return encode_with_style(segments, tokenizer, marker_ids(profile), profile.encoding, fields_plain=fields_plain)
 
 
 def encode_with_style(
-    segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int], style: EncodingStyle
+    segments: tuple[Segment, ...] | list[Segment],
+    tokenizer: KimiTokenizer,
+    ids_of_markers: dict[str, int],
+    style: EncodingStyle,
+    *,
+    fields_plain: bool = False,
 ) -> list[int]:
     """Ids of ``segments`` encoded ``per_segment`` or as ``one_encode`` (see the module docstring)."""
     if style == "per_segment":
         return _encode_per_segment(segments, tokenizer, ids_of_markers)
-    return _encode_between_markers(segments, tokenizer)
+    return _encode_between_markers(segments, tokenizer, fields_plain)
 
 
 def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int]) -> list[int]:
     ids: list[int] = []
     ordinary = tokenizer.encode_ordinary_piece
+    template = tokenizer.encode_template_text
     for seg in segments:
         if seg.special:
             ids.append(ids_of_markers[seg.text])
+        elif seg.field is None:
+            ids += template(seg.text)
         elif seg.text:
             ids += ordinary(seg.text)
     return ids
 
 
-def _encode_between_markers(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer) -> list[int]:
+def _encode_between_markers(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, fields_plain: bool) -> list[int]:
     """``tokenizer.encode("".join(texts))``, computed between markers.
 
     The official chunking (cuts every 400,000 characters and inside runs longer than 25,000) is
@@ -110,18 +129,19 @@ def _encode_between_markers(segments: tuple[Segment, ...] | list[Segment], token
     specials = tokenizer.special_tokens
     if total > MAX_RUN_CHARS:
         return tokenizer.encode("".join(s.text for s in segments))
+    span = tokenizer.encode_ordinary_piece if fields_plain else functools.partial(_encode_span, tokenizer=tokenizer)
     ids: list[int] = []
     pending: list[str] = []  # consecutive non-marker text is one BPE span
     for seg in segments:
         if seg.special and seg.text in specials:
             if pending:
-                ids += _encode_span("".join(pending), tokenizer)
+                ids += span("".join(pending))
                 pending = []
             ids.append(specials[seg.text])
         else:
             pending.append(seg.text)
     if pending:
-        ids += _encode_span("".join(pending), tokenizer)
+        ids += span("".join(pending))
     return ids
 
 

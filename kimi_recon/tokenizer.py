@@ -19,15 +19,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tiktoken
 
 from .errors import InvalidInputError, TokenizerLoadError, preview
 from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
 
-if TYPE_CHECKING:
-    from .profiles import ChatProfile
+from .profiles import ChatProfile, get_profile
 
 #: sha256 of every tiktoken.model known to be a Kimi vocab.
 KNOWN_VOCAB_SHA256: Mapping[str, str] = {
@@ -50,6 +49,9 @@ KIMI_PAT_STR = "|".join(
     ]
 )
 
+#: At most this many distinct template texts are cached per tokenizer (see ``encode_template_text``).
+_TEMPLATE_CACHE_SIZE = 4096
+
 #: The official encode cuts its input every 400,000 characters ...
 MAX_ENCODE_CHARS = 400_000
 #: ... and cuts any run of whitespace or of non-whitespace characters (``str.isspace``) every 25,000.
@@ -61,6 +63,7 @@ TEMPLATE_FILE = "chat_template.jinja"
 MODEL_CONFIG_FILE = "config.json"
 BUNDLED = "kimi-k2.5 (bundled)"
 BUNDLED_K3 = "kimi-k3 (bundled)"
+_BUNDLED_TABLES = {BUNDLED: "kimi-k2.5", BUNDLED_K3: "kimi-k3"}
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ class KimiTokenizer:
         self._special_by_id = {v: k for k, v in self._special.items()}
         # encode_with_specials may trust a scan for special texts only if every one has a scannable shape.
         self._specials_scannable = all(SPECIAL_TEXT_SHAPE.fullmatch(t) for t in self._special)
+        self._template_ids: dict[str, list[int]] = {}
 
     def __repr__(self) -> str:
         return f"KimiTokenizer(source={self.source!r}, vocab_size={self.vocab_size})"
@@ -198,6 +202,17 @@ class KimiTokenizer:
     def encode_ordinary_piece(self, text: str) -> list[int]:
         """``encode(text, allow_special=False)`` without the type check: the hot path of the segment encoders."""
         return _encode_in_official_chunks(text, self._encoding.encode_ordinary)
+
+    def encode_template_text(self, text: str) -> list[int]:
+        """``encode_ordinary_piece`` of a renderer's own text (tag names, attribute keys), cached: a K3 turn
+        holds dozens of these tiny pieces, and a call into tiktoken costs more than their BPE. Do not
+        mutate the returned list."""
+        ids = self._template_ids.get(text)
+        if ids is None:
+            ids = self.encode_ordinary_piece(text)
+            if len(self._template_ids) < _TEMPLATE_CACHE_SIZE and len(text) <= 64:
+                self._template_ids[text] = ids
+        return ids
 
     @property
     def specials_scannable(self) -> bool:
@@ -267,11 +282,8 @@ def load_tokenizer(source: object = None, *, verify_hash: bool = True, profile: 
     tokenizer files; needs the ``hf`` extra and a network).
     """
     if source is None:
-        if profile is not None:
-            from .profiles import get_profile
-
-            if get_profile(profile).special_tokens == "kimi-k3":
-                return _load_bundled_k3()
+        if profile is not None and get_profile(profile).special_tokens == "kimi-k3":
+            return _load_bundled_k3()
         return _load_bundled()
     if isinstance(source, KimiTokenizer):
         return source
@@ -291,11 +303,12 @@ def load_tokenizer(source: object = None, *, verify_hash: bool = True, profile: 
 def tokenizer_for_profile(tokenizer: KimiTokenizer | None, profile: str | ChatProfile) -> KimiTokenizer:
     """``tokenizer``, or the bundled one of ``profile`` when it is None or the bundled tokenizer of
     another table (so a default K2.5 tokenizer passed along a K3 pipeline decodes K3's names)."""
-    if tokenizer is None or tokenizer.source in (BUNDLED, BUNDLED_K3):
-        bundled = load_tokenizer(profile=profile)
-        if tokenizer is None or bundled.source != tokenizer.source:
-            return bundled
-    return tokenizer
+    if tokenizer is not None and tokenizer.source not in _BUNDLED_TABLES:
+        return tokenizer
+    table = get_profile(profile).special_tokens
+    if tokenizer is not None and _BUNDLED_TABLES[tokenizer.source] == table:
+        return tokenizer
+    return _load_bundled_k3() if table == "kimi-k3" else _load_bundled()
 
 
 @functools.lru_cache(maxsize=1)

@@ -185,6 +185,12 @@ def test_any_record_id_and_flag_name_reads_back_as_text_and_every_figure_matches
     assert [t for t, _ in parsed.tags if t in ("script", "img", "iframe")] == []
 
 
+def test_an_empty_audit_says_nothing_was_compared_and_an_all_exact_one_says_so() -> None:
+    assert "No record was compared." in audit_dataset([], load_tokenizer(), progress=False).to_html()
+    exact_only = audit_dataset(crafted_records()[:3], load_tokenizer(), progress=False).to_html()
+    assert "Every compared record is exact." in exact_only and 'class="record"' not in exact_only
+
+
 def test_page_makes_no_network_request_and_needs_no_script() -> None:
     page = crafted_audit().to_html()
     tags = figures_of(page).tags

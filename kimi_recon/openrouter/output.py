@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import Any
 
 from ..errors import InvalidInputError, OutputFileError
 from .errors import MIN_SECRET_LENGTH, REDACTED
+from .parse import join_surrogate_pairs
 
 try:  # flock is POSIX; elsewhere the single-writer rule is the user's to keep
     import fcntl
@@ -56,6 +58,8 @@ def to_json_line(row: Any) -> str:
 class OutputLockedError(InvalidInputError):
     """Another process is writing the same output file."""
 
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Row fields holding token ids; a turn whose text held the API key would carry it in these.
 _ID_FIELDS = ("output_ids", "output_source", "prompt_ids", "sample")
@@ -125,17 +129,21 @@ def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, An
     try:
         return row, (line + "\n").encode("utf-8")
     except UnicodeEncodeError:
-        flagged = _flagged(
-            row,
-            "lone_surrogate",
-            "the response text holds a lone UTF-16 surrogate, written here as a \\udXXX escape; it has no "
-            "UTF-8 form, so the rebuilt ids cannot be the model's for that character",
-        )
-        line = to_json_line(flagged)
-        for needle in needles:
-            line = line.replace(needle, REDACTED)
-        # Inside JSON strings (the only place a surrogate can be) this is the standard \uXXXX escape.
-        return flagged, (line + "\n").encode("utf-8", "backslashreplace")
+        pass
+    joined = join_surrogate_pairs(line)  # a pair split in two code points is one character: write it as one
+    if _LONE_SURROGATE.search(joined) is None:
+        return row, (joined + "\n").encode("utf-8")
+    flagged = _flagged(
+        row,
+        "lone_surrogate",
+        "the response text holds a lone UTF-16 surrogate, written here as a \\udXXX escape; it has no "
+        "UTF-8 form, so the rebuilt ids cannot be the model's for that character",
+    )
+    line = to_json_line(flagged)
+    for needle in needles:
+        line = line.replace(needle, REDACTED)
+    # Inside JSON strings (the only place a surrogate can be) this is the standard \uXXXX escape.
+    return flagged, (join_surrogate_pairs(line) + "\n").encode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ GIL while it encodes).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ..models import AssistantTurn
 from .parse import count_tool_calls
@@ -59,15 +61,51 @@ def make_reconstructor(
     return rebuild
 
 
-def make_prompt_counter(*, profile: str = "kimi-k2.5", thinking: bool = True, tokenizer: str | None = None) -> PromptCounter:
+def make_prompt_counter(
+    *, profile: str = "kimi-k2.5", thinking: bool = True, tokenizer: str | None = None, cache_size: int = 4096
+) -> PromptCounter:
     """A function giving the length of a prompt's ids (the ids ``--prompt-ids`` writes); raises a
-    :class:`~kimi_recon.errors.KimiReconError` when the prompt cannot be rendered."""
-    from ..tokenizer import load_tokenizer, tokenizer_for_profile
-    from ..training import encode_prompt
+    :class:`~kimi_recon.errors.KimiReconError` when the prompt cannot be rendered.
 
-    tok = tokenizer_for_profile(load_tokenizer(tokenizer), profile)
+    For a profile whose prompt is one encode of the rendered text (K2.x), the text between special
+    tokens is counted piece by piece, and the counts of the last ``cache_size`` pieces are kept: special
+    tokens are hard BPE boundaries, so the sum is the one encode's length, and the system prompt and tool
+    declaration most runs repeat in every prompt are encoded once.
+    """
+    from ..profiles import get_profile
+    from ..special_tokens import SPECIAL_TEXT_SHAPE, special_texts_in
+    from ..tokenizer import MAX_RUN_CHARS, load_tokenizer, tokenizer_for_profile
+    from ..training import encode_prompt, render_prompt
+
+    prof = get_profile(profile)
+    tok = tokenizer_for_profile(load_tokenizer(tokenizer), prof)
+
+    def args(prompt: Prompt) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]] | None]:
+        return list(prompt.messages), list(prompt.tools) if prompt.tools else None
+
+    specials = tok.special_tokens
+    if prof.encoding != "one_encode" or not all(SPECIAL_TEXT_SHAPE.fullmatch(t) for t in specials):
+        return lambda prompt: len(encode_prompt(*args(prompt), prof, thinking, tok))
+
+    @functools.lru_cache(maxsize=cache_size)
+    def piece_len(piece: str) -> int:
+        return len(tok.encode(piece, allow_special=False))
 
     def count(prompt: Prompt) -> int:
-        return len(encode_prompt(list(prompt.messages), list(prompt.tools) if prompt.tools else None, profile, thinking, tok))
+        text = render_prompt(*args(prompt), prof, thinking, tok)
+        if len(text) > MAX_RUN_CHARS:  # the official encode may cut long runs: encode it as it does
+            return len(tok.encode(text))
+        return count_between_specials(text, special_texts_in(text, specials), piece_len)
 
     return count
+
+
+def count_between_specials(text: str, special_texts: Sequence[str], piece_len: Callable[[str], int]) -> int:
+    """The number of ids of ``text``: one per special token in ``special_texts`` (every special-token text in
+    ``text``, in order) plus ``piece_len`` of each piece of text between them."""
+    total, start = 0, 0
+    for special in special_texts:
+        at = text.index(special, start)
+        total += (piece_len(text[start:at]) if at > start else 0) + 1
+        start = at + len(special)
+    return total + (piece_len(text[start:]) if start < len(text) else 0)

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from fake_openrouter import Act, FakeOpenRouter
 from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 from openrouter_wire import completion, read_rows, write_prompts
@@ -171,3 +173,54 @@ def test_a_prompt_that_cannot_be_counted_leaves_only_that_figure_unchecked(
     assert "ValueError: cannot render" in unchecked["message"] and api_key not in unchecked["message"]
     assert "prompt_tokens" not in row["token_counts"] and "completion_tokens" in row["token_counts"]
     assert api_key not in (tmp_path / "out.jsonl").read_text()
+
+
+@pytest.mark.parametrize("flag", [None, "--no-usage-check"])
+def test_cli_prints_the_usage_check_per_provider_unless_turned_off(fake: FakeOpenRouter, tmp_path: Path, api_key: str, flag: str | None) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (golden,) = golden_turns(1)
+    fake.script(golden["messages"][-1]["content"], Act(body=response_for(golden, "Exact Inc", (-1, 0, 0))))
+    write_prompts(tmp_path / "p.jsonl", [{"id": "g", "messages": golden["messages"], "tools": golden["tools"]}])
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy") and not k.startswith(("OPENAI_", "OPENROUTER_"))}
+    env |= {"OPENROUTER_API_KEY": api_key, "NO_PROXY": "127.0.0.1,localhost", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    cmd = [sys.executable, "-m", "kimi_recon.cli", "generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "o.jsonl"),
+           "--base-url", fake.base_url, "--no-progress", *([flag] if flag else [])]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    (row,) = read_rows(tmp_path / "o.jsonl")
+    if flag is None:
+        assert "Exact Inc: 1/1 rows agree (100.0%)" in result.stderr
+        assert "completion_tokens: 1/1 agree (conventions: without_stop 1)" in result.stderr
+        assert row["token_counts"]["completion_tokens"]["convention"] == "without_stop"
+    else:
+        assert "usage check" not in result.stderr and "token_counts" not in row
+
+
+SPECIAL_PIECES = ["<|im_end|>", "<|im_user|>", "<|im_middle|>", "<think>", "</think>", "[EOS]", "[BOS]",
+                  "<|reserved_token_163700|>", "<|tool_call_begin|>", "<|im_end|", "<|foo|>", "[ABC]", "<think", "<||>", "<|<|im_end|>"]
+
+
+@given(st.lists(st.one_of(st.text(max_size=30), st.sampled_from(SPECIAL_PIECES)), max_size=12))
+def test_counting_between_special_tokens_equals_one_encode(parts: list[str]) -> None:
+    from kimi_recon.openrouter.rebuild import count_between_specials
+    from kimi_recon.special_tokens import special_texts_in
+    from kimi_recon.tokenizer import load_tokenizer
+
+    tok = load_tokenizer()
+    text = "".join(parts)
+    found = special_texts_in(text, tok.special_tokens)
+    assert count_between_specials(text, found, lambda piece: len(tok.encode(piece, allow_special=False))) == len(tok.encode(text))
+
+
+def test_prompt_counter_equals_the_official_prompt_length_and_reuses_repeated_pieces() -> None:
+    from kimi_recon.openrouter.prompts import Prompt
+    from kimi_recon.openrouter.rebuild import make_prompt_counter
+
+    count = make_prompt_counter()
+    goldens = golden_turns(6)
+    for golden in goldens + goldens:  # the second pass is served from the piece cache
+        prompt = Prompt("x", tuple(golden["messages"]), tuple(golden["tools"]) if golden["tools"] else None, 1)
+        assert count(prompt) == len(golden["prompt_ids"])
