@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 
 from benchmarks import corpus
 from kimi_recon import load_tokenizer
-from kimi_recon.models import AssistantTurn
+from kimi_recon.responses import as_turn
 from kimi_recon.profiles import get_profile
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_turn
@@ -66,7 +66,7 @@ def measure(records: Sequence[Mapping[str, Any]], rounds: int, seed: int) -> dic
     """Every figure of this benchmark (see the module docstring) as a dict."""
     k25, k3 = load_tokenizer(), load_tokenizer(profile="kimi-k3")
     p25, p3 = get_profile("kimi-k2.5"), get_profile("kimi-k3")
-    turns = [AssistantTurn.from_message(r["response"]) for r in records]
+    turns = [as_turn(r["response"]) for r in records]
     r25 = [render_turn(t, p25) for t in turns]
     r3 = [render_turn(t, p3) for t in turns]
     t25 = [r.text for r in r25]

@@ -16,7 +16,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from conftest import GOLDEN, OFFICIAL, read_jsonl
-from kimi_recon import KimiTokenizer, build_training_sample, cli, render_prompt
+from kimi_recon import KimiTokenizer, build_training_sample, cli, load_tokenizer, render_prompt
 from kimi_recon.fast_tokenizer import (
     EXPORT_FILES,
     FastTokenizerError,
@@ -30,7 +30,7 @@ from kimi_recon.fast_tokenizer import (
 from kimi_recon.k3_prompt import k3_prompt_segments
 from kimi_recon.render import render_assistant_turn, render_turn
 from kimi_recon.segments import Segment
-from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS
+from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS, SpecialTokenRegistry
 
 K25_CONFIG = Path(__file__).parent.parent / "kimi_recon" / "data" / "k2.5" / "tokenizer_config.json"
 
@@ -258,6 +258,18 @@ def test_export_encodes_generated_text_like_kimi_tokenizer(fast: tokenizers.Toke
     ids = _ids(fast, text)
     assert ids == tok.encode(text)
     assert fast.decode(ids, skip_special_tokens=False) == text
+
+
+K3_SPECIAL_TEXT = [t.text for t in SpecialTokenRegistry.for_profile("kimi-k3")] + ["<think>", "</think>", "<|im_end|>", "<|open|"]
+k3_texts = st.lists(st.one_of(pieces, st.sampled_from(K3_SPECIAL_TEXT)), max_size=12).map("".join)
+
+
+@given(k3_texts)
+def test_k3_export_encodes_generated_text_like_k3_kimi_tokenizer(fast_k3: tokenizers.Tokenizer, text: str) -> None:
+    k3tok = load_tokenizer(profile="kimi-k3")
+    ids = _ids(fast_k3, text)
+    assert ids == k3tok.encode(text)
+    assert fast_k3.decode(ids, skip_special_tokens=False) == text
 
 
 @given(texts)
