@@ -85,7 +85,7 @@ _MOVED: dict[str, tuple[str, str]] = {
     "InvalidTurnError": ("errors", "InvalidTurnError"),
     "TokenizerLoadError": ("errors", "TokenizerLoadError"),
     "UnknownSpecialTokenError": ("errors", "UnknownSpecialTokenError"),
-    "FastTokenizerError": ("fast_tokenizer", "FastTokenizerError"),
+    "FastTokenizerError": ("errors", "FastTokenizerError"),
     "build_fast_tokenizer": ("fast_tokenizer", "build_fast_tokenizer"),
     "export_tokenizer": ("fast_tokenizer", "export_tokenizer"),
     "official_encode_cuts": ("fast_tokenizer", "official_encode_cuts"),

@@ -20,14 +20,30 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._io import atomic_output
 from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
-from .errors import InvalidInputError
+from .errors import InvalidInputError, OutputFileError
 from .profiles import get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
 from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
 
 if TYPE_CHECKING:
     import tokenizers
+
+__all__ = [
+    "EXPORT_FILES",
+    "ExportedTokenizer",
+    "FastTokenizerError",
+    "bpe_merges",
+    "build_fast_tokenizer",
+    "byte_to_unicode",
+    "encode_like_official",
+    "export_tokenizer",
+    "official_encode_cuts",
+    "special_tokens_map",
+    "tokenizer_config",
+    "tokenizer_json",
+]
 
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -238,19 +254,19 @@ def export_tokenizer(
 ) -> ExportedTokenizer:
     """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` to ``directory``.
 
-    Refuses a folder that holds a ``tiktoken.model`` (a tokenizer source folder, whose own config it
-    would replace) and, unless ``overwrite``, one that already holds any of the three files. Each file
-    is written to a temporary name in the folder and renamed into place.
+    Refuses (``OutputFileError``) a folder that holds a ``tiktoken.model`` (a tokenizer source folder,
+    whose own config it would replace) and, unless ``overwrite``, one that already holds any of the three
+    files. Each file is written to a temporary file in the folder and renamed into place when complete.
     """
     out = Path(directory).expanduser()
     name = get_profile(profile).name
     if out.exists() and not out.is_dir():
-        raise FastTokenizerError(f"{out} exists and is not a directory")
+        raise OutputFileError(f"{out} exists and is not a directory", field="directory")
     if (out / VOCAB_FILE).exists():
-        raise FastTokenizerError(f"{out} holds a {VOCAB_FILE}: it is a tokenizer source folder; export to another folder")
+        raise OutputFileError(f"{out} holds a {VOCAB_FILE}: it is a tokenizer source folder; export to another folder", field="directory")
     existing = [f for f in EXPORT_FILES if (out / f).exists()]
     if existing and not overwrite:
-        raise FastTokenizerError(f"{out} already holds {', '.join(existing)}; pass overwrite=True (--overwrite) to replace them")
+        raise OutputFileError(f"{out} already holds {', '.join(existing)}; pass overwrite=True (--overwrite) to replace them", field="directory")
     texts = {
         TOKENIZER_JSON: json.dumps(tokenizer_json(name, tokenizer), ensure_ascii=False),
         TOKENIZER_CONFIG: json.dumps(tokenizer_config(name), ensure_ascii=False, indent=2),
@@ -258,17 +274,10 @@ def export_tokenizer(
     }
     _tokenizers_module().Tokenizer.from_str(texts[TOKENIZER_JSON])  # a document tokenizers refuses is never written
     out.mkdir(parents=True, exist_ok=True)
-    written = []
     for filename, text in texts.items():
-        target = out / filename
-        tmp = out / f".{filename}.tmp-{os.getpid()}"
-        try:
-            tmp.write_text(text + "\n", encoding="utf-8")
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        written.append(target)
-    return ExportedTokenizer(out, tuple(written), name)
+        with atomic_output(out / filename, field="directory") as f:
+            f.write(text + "\n")
+    return ExportedTokenizer(out, tuple(out / f for f in texts), name)
 
 
 def encode_like_official(fast: tokenizers.Tokenizer, text: str) -> list[int]:
