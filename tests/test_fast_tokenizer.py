@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tokenizers
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from conftest import GOLDEN, OFFICIAL, read_jsonl
+from extras import require
 from kimi_recon import KimiTokenizer, build_training_sample, cli, load_tokenizer, render_prompt
 from kimi_recon.fast_tokenizer import (
     EXPORT_FILES,
@@ -32,6 +32,8 @@ from kimi_recon.k3_prompt import k3_prompt_segments
 from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.segments import Segment
 from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS, SpecialTokenRegistry
+
+tokenizers = require("tokenizers")  # the whole module is about the export it builds
 
 K25_CONFIG = Path(__file__).parent.parent / "kimi_recon" / "data" / "k2.5" / "tokenizer_config.json"
 
@@ -214,7 +216,7 @@ def test_k3_export_names_the_k3_slots(fast_k3: tokenizers.Tokenizer) -> None:
 
 
 def test_k3_export_loads_in_transformers_with_k3_names(tmp_path: Path, tok: KimiTokenizer) -> None:
-    from transformers import PreTrainedTokenizerFast
+    PreTrainedTokenizerFast = require("transformers").PreTrainedTokenizerFast
 
     export_tokenizer(tmp_path, "kimi-k3", tok)
     hf = PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
@@ -315,7 +317,7 @@ def test_unknown_profile_names_the_field() -> None:
 
 @pytest.fixture(scope="session")
 def hf_tokenizer(export_dir: Path) -> Any:
-    from transformers import PreTrainedTokenizerFast
+    PreTrainedTokenizerFast = require("transformers").PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast.from_pretrained(str(export_dir))
 

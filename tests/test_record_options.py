@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import OFFICIAL, read_jsonl
+from extras import require
 from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.cli import main
@@ -56,7 +57,7 @@ def test_thinking_false_as_text_is_an_error_row_in_build_samples_and_reconstruct
 
 
 def test_numpy_bool_thinking_from_arrow_batches_is_a_bool() -> None:
-    np = pytest.importorskip("numpy")
+    np = require("numpy")
     assert parse_options({"thinking": np.bool_(False)}).thinking is False
 
 
@@ -109,7 +110,7 @@ def test_tools_that_are_not_a_list_of_objects_are_refused(value: object, message
 
 
 def _arrow_round_trip(tool_lists: list[Any]) -> list[Any]:
-    datasets = pytest.importorskip("datasets")
+    datasets = require("datasets")
     return list(datasets.Dataset.from_list([{"tools": tools} for tools in tool_lists])["tools"])
 
 

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA
+from extras import require
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall
 from kimi_recon.chat_template import render_chat_template
 from kimi_recon.reconstruct import reconstruct_output_ids
@@ -39,7 +40,7 @@ K2_THINKING_PRESERVE = with_preserve_thinking(K2_THINKING)
 
 
 def hf_render(template: str, messages: list[dict[str, Any]], tools: Any, add_generation_prompt: bool, **kwargs: Any) -> str:
-    from transformers.utils.chat_template_utils import render_jinja_template
+    render_jinja_template = require("transformers.utils.chat_template_utils").render_jinja_template
 
     rendered, _ = render_jinja_template(
         [messages], tools=tools, chat_template=template, add_generation_prompt=add_generation_prompt, **kwargs

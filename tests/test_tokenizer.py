@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import GOLDEN, OFFICIAL, read_jsonl
+from extras import require
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.errors import InvalidInputError, TokenizerLoadError
 from kimi_recon.special_tokens import SPECIAL_TOKENS
@@ -214,7 +215,7 @@ def test_a_file_path_is_not_a_directory(tokenizer_dir: Path) -> None:
 
 
 def test_hub_repo_id_offline_gives_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    pytest.importorskip("huggingface_hub")
+    require("huggingface_hub")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from openrouter_wire import call, completion, error_chunk, sse, stream_chunks
 from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
+from extras import require
 from kimi_recon.errors import InvalidTurnError, KimiReconError
 from kimi_recon.openrouter import (
     InvalidResponseError,
@@ -185,7 +186,7 @@ def test_response_as_json_text_parses_like_the_dict() -> None:
 
 
 def test_openai_sdk_completion_reads_extra_fields_from_model_extra() -> None:
-    from openai.types.chat import ChatCompletion
+    ChatCompletion = require("openai.types.chat").ChatCompletion
 
     resp = completion(
         {
@@ -210,7 +211,7 @@ def test_openai_sdk_completion_reads_extra_fields_from_model_extra() -> None:
 
 
 def test_openai_sdk_chunks_assemble_like_dicts() -> None:
-    from openai.types.chat import ChatCompletionChunk
+    ChatCompletionChunk = require("openai.types.chat").ChatCompletionChunk
 
     chunks = stream_chunks(completion({"content": "Hello there", "reasoning": "hmm ok"}), pieces=3)
     objects = [ChatCompletionChunk.model_validate(c) for c in chunks]
