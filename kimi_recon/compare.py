@@ -46,9 +46,11 @@ __all__ = [
 ]
 
 class MismatchKind(str, enum.Enum):
-    """How two id lists differ, from the most benign to the most serious (the order of :data:`KINDS`).
+    """How two id lists differ, from the most benign to the most serious: the one list of the kinds.
 
-    A ``str``: each member equals, prints and serialises as its value (``MismatchKind.EXACT == "exact"``).
+    Results carry the plain string values (``Comparison.kind == "exact"``, what rows and reports write);
+    ``MismatchKind(comparison.kind)`` gives the member. The constants below, :data:`KINDS` and the
+    :data:`Kind` type are derived from (or tested against) this enum.
     """
 
     EXACT = "exact"
@@ -59,28 +61,37 @@ class MismatchKind(str, enum.Enum):
     TOOL_CALL_FORMAT = "tool_call_format"
     TEXT_MISMATCH = "text_mismatch"
 
-    # Plain-string behaviour everywhere a kind is shown: "exact", never "MismatchKind.EXACT".
-    def __str__(self) -> str:
-        return str.__str__(self)
 
-    def __format__(self, format_spec: str) -> str:
-        return str.__format__(self, format_spec)
+#: The type of a kind for type checkers; tests/test_mismatch_kinds.py checks it lists the enum's values in order.
+Kind = Literal[
+    "exact",
+    "non_canonical_bpe",
+    "whitespace_drift",
+    "reasoning_missing",
+    "special_token_mismatch",
+    "tool_call_format",
+    "text_mismatch",
+]
 
-
-#: The type of a kind (kept under its old name; a ``MismatchKind``).
-Kind = MismatchKind
-
-EXACT: Final = MismatchKind.EXACT
-NON_CANONICAL_BPE: Final = MismatchKind.NON_CANONICAL_BPE
-WHITESPACE_DRIFT: Final = MismatchKind.WHITESPACE_DRIFT
-REASONING_MISSING: Final = MismatchKind.REASONING_MISSING
-SPECIAL_TOKEN_MISMATCH: Final = MismatchKind.SPECIAL_TOKEN_MISMATCH
-TOOL_CALL_FORMAT: Final = MismatchKind.TOOL_CALL_FORMAT
-TEXT_MISMATCH: Final = MismatchKind.TEXT_MISMATCH
+EXACT: Final[Kind] = MismatchKind.EXACT.value
+NON_CANONICAL_BPE: Final[Kind] = MismatchKind.NON_CANONICAL_BPE.value
+WHITESPACE_DRIFT: Final[Kind] = MismatchKind.WHITESPACE_DRIFT.value
+REASONING_MISSING: Final[Kind] = MismatchKind.REASONING_MISSING.value
+SPECIAL_TOKEN_MISMATCH: Final[Kind] = MismatchKind.SPECIAL_TOKEN_MISMATCH.value
+TOOL_CALL_FORMAT: Final[Kind] = MismatchKind.TOOL_CALL_FORMAT.value
+TEXT_MISMATCH: Final[Kind] = MismatchKind.TEXT_MISMATCH.value
 
 #: Every kind, from the most benign to the most serious. :attr:`Comparison.kind` is the most serious
 #: kind of difference found.
-KINDS: Final[tuple[Kind, ...]] = tuple(MismatchKind)
+KINDS: Final[tuple[Kind, ...]] = (
+    EXACT,
+    NON_CANONICAL_BPE,
+    WHITESPACE_DRIFT,
+    REASONING_MISSING,
+    SPECIAL_TOKEN_MISMATCH,
+    TOOL_CALL_FORMAT,
+    TEXT_MISMATCH,
+)
 #: Kinds under which the reconstruction trains the same text: identical ids, or the same bytes split differently.
 BENIGN_KINDS: Final[frozenset[Kind]] = frozenset({EXACT, NON_CANONICAL_BPE})
 
