@@ -23,6 +23,9 @@ hurts both sides alike):
    (target: ratio >= 0.9; :mod:`benchmarks.generate_bench`);
 5d. writing a ``generate`` row with the key search (``encode_row``) against serialising alone and against the
    old per-value redaction walk (target: <= 1.25x the floor; :mod:`benchmarks.row_write`);
+5e. the exported fast tokenizer's ``encode_batch`` against tiktoken on one thread and on two, as
+   ratios, with its exactness against the official encode (:mod:`benchmarks.fast_tokenizer_speed`,
+   in its own process; no target: it says when to use which);
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
 7. Kimi-K3 and the per-profile encoders against raw tiktoken (:mod:`benchmarks.k3`; K3 target >= 1.0x);
@@ -647,6 +650,33 @@ def bench_row_write(cfg: Config, rep: Report) -> None:
     rep.data["row_write"] = result
 
 
+def bench_fast_tokenizer(cfg: Config, rep: Report) -> None:
+    """The export's encode_batch against tiktoken (see :mod:`benchmarks.fast_tokenizer_speed`)."""
+    rep.section("Fast tokenizer export: encode_batch against tiktoken, one thread and two")
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        rep.line("the fast extra (tokenizers) is not installed; skipped")
+        return
+    size_mb = 0.5 if cfg.quick else 4.0
+    args = [sys.executable, str(HERE / "fast_tokenizer_speed.py"), "--size-mb", str(size_mb), "--rounds", str(cfg.rounds), "--seed", str(cfg.seed), "--json"]
+    # Its own process: the rayon pool is sized once per process, and must not be alive across our forks.
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=str(ROOT), env={**os.environ, "RAYON_NUM_THREADS": "2"})
+    if proc.returncode not in (0, 2) or not proc.stdout.strip():
+        rep.failures.append(f"fast_tokenizer_speed.py failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        return
+    from benchmarks import fast_tokenizer_speed
+
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    rep.table(fast_tokenizer_speed.HEADERS, fast_tokenizer_speed.table_rows(result))
+    rep.line(f"{result['texts']} turns, {result['text_mb']:.2f} MB; export/tiktoken throughput {result['ratio_1_thread']:.3f}x on one thread, "
+             f"{result['ratio_2_threads']:.3f}x on two; thread scaling export {result['export_thread_scaling']:.2f}x, tiktoken {result['tiktoken_thread_scaling']:.2f}x")
+    rep.line(f"ids differ from the official encode on {result['differing_texts']} texts; not explained by the official cuts: {result['differing_not_cut']}")
+    if result["differing_not_cut"] or not result["cut_texts_repaired"]:
+        rep.failures.append(f"fast tokenizer: {result['differing_not_cut']} texts differ from the official encode without an official cut")
+    rep.data["fast_tokenizer"] = result
+
+
 def run_probe(args: list[str]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
     if proc.returncode != 0:
@@ -832,7 +862,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,profile,parallel,load,compare,generate,rowwrite,memory,scale")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,profile,parallel,load,compare,generate,rowwrite,fast,memory,scale")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -942,6 +972,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench_generate(cfg, rep)
         if "rowwrite" not in cfg.skip:
             bench_row_write(cfg, rep)
+        if "fast" not in cfg.skip:
+            bench_fast_tokenizer(cfg, rep)
         if "memory" not in cfg.skip:
             bench_memory(cfg, rep, jsonl, jsonl4, n_records)
     if "scale" not in cfg.skip:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidInputError, KimiReconError
 from .profiles import get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
-from .tokenizer import KIMI_PAT_STR, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
+from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
 
 if TYPE_CHECKING:
     import tokenizers
@@ -107,13 +107,21 @@ def _chars(token: bytes) -> str:
     return token.decode("latin-1").translate(byte_to_unicode())
 
 
-@functools.lru_cache(maxsize=2)
+_DERIVED: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {}
+
+
 def _vocab_and_merges(tokenizer: KimiTokenizer) -> tuple[dict[str, int], tuple[str, ...]]:
-    # Derived once per loaded tokenizer (seconds for the 163k ranks).
+    # Seconds for the 163k ranks, so derived once per known vocab (its sha256 names the same ranks,
+    # whichever profile's tokenizer object carries them).
+    known = tokenizer.vocab_sha256 if tokenizer.vocab_sha256 in KNOWN_VOCAB_SHA256 else None
+    if known is not None and known in _DERIVED:
+        return _DERIVED[known]
     ranks = tokenizer.encoding._mergeable_ranks
     vocab = {_chars(token): rank for token, rank in sorted(ranks.items(), key=lambda kv: kv[1])}
     # Byte-level characters never include a space, so "left right" is unambiguous in every reader.
     merges = tuple(f"{_chars(a)} {_chars(b)}" for a, b in bpe_merges(ranks))
+    if known is not None:
+        _DERIVED[known] = (vocab, merges)
     return vocab, merges
 
 

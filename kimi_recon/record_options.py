@@ -24,11 +24,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .models import Flag
 from .profiles import ChatProfile, get_profile
 
-__all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options"]
+__all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options", "turn_options"]
 
 #: The record keys :func:`parse_options` reads.
 OPTION_KEYS: tuple[str, ...] = (
@@ -126,9 +126,15 @@ def parse_options(
         raise err.with_sample(sample) from None
 
 
+def turn_options(profile: object, thinking: object, call_index_offset: object) -> tuple[ChatProfile, bool, int]:
+    """The options rendering one turn takes (no record, no prompt), checked by the same rules as
+    :func:`parse_options`; ``call_index_offset`` None is 0. The hot path of reconstruction calls this."""
+    offset = _call_index_offset(call_index_offset)
+    return get_profile(profile), _thinking(thinking), 0 if offset is None else offset  # type: ignore[arg-type]  # checked there
+
+
 def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:40] + "…"
+    return preview(value)
 
 
 def _thinking(value: object) -> bool:
@@ -233,6 +239,9 @@ def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: lis
     if isinstance(value, Mapping):
         out: dict[Any, Any] = {}
         for key, item in value.items():
+            if not isinstance(key, str):
+                # JSON has only string keys; a tool the server accepted cannot hold another one.
+                raise InvalidInputError(f"{path} has a key that is not a string: {_short(key)}", field="tools")
             where = f"{path}.{key}"
             if item is None:
                 if names or key in _NEVER_NULL:

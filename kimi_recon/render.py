@@ -11,11 +11,11 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .k3 import render_k3_turn
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile
-from .record_options import parse_options
+from .record_options import turn_options
 from .segments import RenderedTurn as RenderedTurn
 from .segments import Segment as Segment
 from .segments import marker
@@ -46,7 +46,7 @@ def check_stop(profile: ChatProfile, stop: str | None) -> str:
         return profile.stop_token
     if stop != profile.stop_token and stop not in profile.stop_alternatives:
         known = ", ".join(repr(s) for s in (profile.stop_token, *profile.stop_alternatives))
-        raise InvalidInputError(f"{stop!r} is not an end of a {profile.name} turn; known: {known}", field="stop")
+        raise InvalidInputError(f"{preview(stop)} is not an end of a {profile.name} turn; known: {known}", field="stop")
     return stop
 
 
@@ -71,8 +71,7 @@ def render_turn(
         from .responses import as_turn  # responses builds on this module's tool-call id format
 
         turn = as_turn(turn)
-    options = parse_options(profile=profile, thinking=thinking, call_index_offset=call_index_offset)
-    prof, thinking, call_index_offset = options.profile, options.thinking, options.call_index_offset or 0
+    prof, thinking, call_index_offset = turn_options(profile, thinking, call_index_offset)
     stop = check_stop(prof, stop)
     if prof.format == "k3":
         return render_k3_turn(turn, prof, thinking, stop)

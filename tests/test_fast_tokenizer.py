@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from conftest import GOLDEN, OFFICIAL, read_jsonl
-from kimi_recon import KimiTokenizer, build_training_sample, cli, render_prompt
+from kimi_recon import KimiTokenizer, build_training_sample, cli, load_tokenizer, render_prompt
 from kimi_recon.fast_tokenizer import (
     EXPORT_FILES,
     FastTokenizerError,
@@ -29,7 +30,7 @@ from kimi_recon.fast_tokenizer import (
 from kimi_recon.k3_prompt import k3_prompt_segments
 from kimi_recon.render import render_assistant_turn, render_turn
 from kimi_recon.segments import Segment
-from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS
+from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS, SpecialTokenRegistry
 
 K25_CONFIG = Path(__file__).parent.parent / "kimi_recon" / "data" / "k2.5" / "tokenizer_config.json"
 
@@ -150,6 +151,13 @@ def test_export_matches_published_vectors(
     assert _ids(fast if allow_special else fast_ordinary, text) == expected
 
 
+def test_export_gives_llama_cpp_kimi_k2_pre_tokenizer_hash(fast: tokenizers.Tokenizer) -> None:
+    # llama.cpp's converter names a pre-tokenizer by sha256(str(tokenizer.encode(CHK_TXT))).
+    chk = json.loads((GOLDEN / "kimi_encode_vectors.json").read_text(encoding="utf-8"))["llama_cpp_chkhsh"]
+    digest = hashlib.sha256(str(_ids(fast, chk["text"])).encode()).hexdigest()
+    assert digest == chk["published_chkhsh"]["moonshotai/Kimi-K2-Base (res='kimi-k2')"]
+
+
 TURNS = read_jsonl(OFFICIAL / "turns.jsonl") + read_jsonl(OFFICIAL / "turns_adversarial.jsonl")
 
 
@@ -250,6 +258,18 @@ def test_export_encodes_generated_text_like_kimi_tokenizer(fast: tokenizers.Toke
     ids = _ids(fast, text)
     assert ids == tok.encode(text)
     assert fast.decode(ids, skip_special_tokens=False) == text
+
+
+K3_SPECIAL_TEXT = [t.text for t in SpecialTokenRegistry.for_profile("kimi-k3")] + ["<think>", "</think>", "<|im_end|>", "<|open|"]
+k3_texts = st.lists(st.one_of(pieces, st.sampled_from(K3_SPECIAL_TEXT)), max_size=12).map("".join)
+
+
+@given(k3_texts)
+def test_k3_export_encodes_generated_text_like_k3_kimi_tokenizer(fast_k3: tokenizers.Tokenizer, text: str) -> None:
+    k3tok = load_tokenizer(profile="kimi-k3")
+    ids = _ids(fast_k3, text)
+    assert ids == k3tok.encode(text)
+    assert fast_k3.decode(ids, skip_special_tokens=False) == text
 
 
 @given(texts)

@@ -205,3 +205,11 @@ def test_tools_just_below_the_depth_limit_render_in_every_profile(tok: KimiToken
     for profile in ("kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct"):
         prompt = tok.decode(sample_from_record({**rec, "profile": profile}, tok).prompt_ids)
         assert prompt.count('"a"') == 98 or prompt.count("a?: ") == 98, profile
+
+
+@pytest.mark.parametrize("profile", ["kimi-k2.5", "kimi-k2-thinking", "kimi-k3"])
+def test_tools_with_a_key_that_is_not_a_string_are_refused_naming_the_place(tok: KimiTokenizer, profile: str) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {1: "a", "b": 2}}}]
+    with pytest.raises(InvalidInputError, match=r"tools\[0\]\.function\.parameters has a key that is not a string: 1") as err:
+        build_training_sample([{"role": "user", "content": "q"}], {"content": "a"}, tools, profile, tokenizer=tok)
+    assert err.value.field == "tools"

@@ -153,3 +153,12 @@ def test_html_report_shows_the_usage_check_figures_of_the_json() -> None:
     assert 'id="usage"' in page and "+12 ×" in page
     without = dict(d, token_counts={"rows_checked": 0, "rows_unchecked": 8, "providers": {}})
     assert 'id="usage"' not in render_html(without)
+
+
+def test_a_record_whose_prompt_cannot_be_rendered_keeps_its_other_figures_checked() -> None:
+    record, *_ = records(1)[0]
+    record = dict(record, messages=[{"content": "no role"}])
+    result = audit_record(record)
+    assert result.error is None and "prompt_tokens_unchecked" in result.flags
+    assert result.token_counts is not None and result.token_counts.prompt is None
+    assert result.token_counts.completion is not None and result.token_counts.completion.agrees

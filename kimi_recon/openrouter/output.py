@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import Any
 
 from ..errors import InvalidInputError, OutputFileError
 from .errors import MIN_SECRET_LENGTH, REDACTED
+from .parse import join_surrogate_pairs
 
 try:  # flock is POSIX; elsewhere the single-writer rule is the user's to keep
     import fcntl
@@ -56,6 +58,8 @@ def to_json_line(row: Any) -> str:
 class OutputLockedError(InvalidInputError):
     """Another process is writing the same output file."""
 
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Row fields holding token ids; a turn whose text held the API key would carry it in these.
 _ID_FIELDS = ("output_ids", "output_source", "prompt_ids", "sample")
@@ -125,17 +129,21 @@ def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, An
     try:
         return row, (line + "\n").encode("utf-8")
     except UnicodeEncodeError:
-        flagged = _flagged(
-            row,
-            "lone_surrogate",
-            "the response text holds a lone UTF-16 surrogate, written here as a \\udXXX escape; it has no "
-            "UTF-8 form, so the rebuilt ids cannot be the model's for that character",
-        )
-        line = to_json_line(flagged)
-        for needle in needles:
-            line = line.replace(needle, REDACTED)
-        # Inside JSON strings (the only place a surrogate can be) this is the standard \uXXXX escape.
-        return flagged, (line + "\n").encode("utf-8", "backslashreplace")
+        pass
+    joined = join_surrogate_pairs(line)  # a pair split in two code points is one character: write it as one
+    if _LONE_SURROGATE.search(joined) is None:
+        return row, (joined + "\n").encode("utf-8")
+    flagged = _flagged(
+        row,
+        "lone_surrogate",
+        "the response text holds a lone UTF-16 surrogate, written here as a \\udXXX escape; it has no "
+        "UTF-8 form, so the rebuilt ids cannot be the model's for that character",
+    )
+    line = to_json_line(flagged)
+    for needle in needles:
+        line = line.replace(needle, REDACTED)
+    # Inside JSON strings (the only place a surrogate can be) this is the standard \uXXXX escape.
+    return flagged, (join_surrogate_pairs(line) + "\n").encode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -210,14 +218,44 @@ class OutputFile:
     ) -> None:
         self.close()
 
+    def lock_existing(self) -> None:
+        """Lock the file now if it already exists, changing nothing in it; :meth:`open` goes on from there.
+
+        A run checks everything (its tokenizer takes a second to load) before it creates or repairs the
+        output, so a bad setting leaves no file, or the old one as it was; locking first still refuses a
+        rival run on the same file at once. A file that does not exist yet is created by :meth:`open`.
+        """
+        self._refuse_stdout()
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            return
+        self._fd = self._locked(fd)
+
     def open(self) -> ResumeState:
-        """Lock the file, repair a torn tail, and read what is already done."""
+        """Lock the file (unless :meth:`lock_existing` did), repair a torn tail, and read what is already done."""
+        if self._fd is None:
+            self._refuse_stdout()
+            self._fd = self._locked(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644))
+        try:
+            repaired = _repair_tail(self._fd)
+            with open(self.path, encoding="utf-8") as f:
+                state = scan_rows(f, str(self.path))
+        except BaseException:
+            self.close()
+            raise
+        self.state = ResumeState(state.done, state.ok, state.errors, state.cost, repaired)
+        return self.state
+
+    def _refuse_stdout(self) -> None:
         if os.fspath(self.path) == "-":
             raise OutputFileError(
                 "the output is an append-only log read back to resume, so it must be a file, not - (stdout)",
                 field="output",
             )
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _locked(self, fd: int) -> int:
+        """``fd``, checked to be a regular file and exclusively locked (closed on failure)."""
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OutputFileError(
@@ -231,15 +269,10 @@ class OutputFile:
                     raise OutputLockedError(
                         f"{self.path} is being written by another run; wait for it or choose another output"
                     ) from None
-            repaired = _repair_tail(fd)
-            with open(self.path, encoding="utf-8") as f:
-                state = scan_rows(f, str(self.path))
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd
-        self.state = ResumeState(state.done, state.ok, state.errors, state.cost, repaired)
-        return self.state
+        return fd
 
     def append(self, row: Mapping[str, Any]) -> str:
         """Write one row as one line, durably; return the status written (see :func:`encode_row`)."""

@@ -284,8 +284,15 @@ class _StubClient:
         self.chat = type("Chat", (), {"completions": completions})()
 
 
+# Keys shaped like OpenRouter's (``sk-or-v1-`` + 64 hex digits): a key made of ordinary words (Hypothesis once
+# found ``00000000_respons``) shares 8-character pieces with the error text itself, which no redaction can tell apart.
+OPENROUTER_KEYS = st.binary(min_size=32, max_size=32).map(lambda raw: "sk-or-v1-" + raw.hex()).filter(
+    lambda key: len(set(key[9:])) >= 8
+)
+
+
 @given(
-    key=st.text(KEY_CHARS, min_size=16, max_size=80),
+    key=OPENROUTER_KEYS,
     inside=st.integers(-4, 84),
     stream=st.booleans(),
     status_body=st.booleans(),
@@ -323,3 +330,30 @@ def test_no_piece_of_the_key_reaches_the_output_wherever_the_server_quotes_it(ke
         written = (folder / "out.jsonl").read_text(encoding="utf-8")
     assert summary.errors == 1
     assert not any(p in written for p in pieces(key)), written
+
+
+_TEXT = st.lists(st.one_of(st.characters(), st.integers(0xD800, 0xDFFF).map(chr), st.sampled_from(["\n", "\u2028", "\x85", '"', "\\"])), max_size=12).map("".join)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(response=_JSON, ids=st.lists(st.integers(0, 163_839), max_size=20), echo=st.booleans(), key=st.text(KEY_CHARS, min_size=16, max_size=40))
+def test_encode_row_always_gives_one_utf8_line_that_reads_back_and_never_holds_the_key(response: Any, ids: list[int], echo: bool, key: str) -> None:
+    row = {"id": "a", "status": "ok", "output_ids": ids, "flags": [], "response": [response, key] if echo else response}
+    data = encode_row(row, key)
+    text = data.decode("utf-8")  # always valid UTF-8
+    assert text.endswith("\n") and len(text.splitlines()) == 1
+    assert key not in text
+    back = json.loads(text)
+    if key in json.dumps(row, ensure_ascii=False):  # the row held the key: no ids, recorded and flagged
+        assert back["status"] == "error" and "output_ids" not in back
+        assert "api_key_in_text" in [f["code"] for f in back["flags"]]
+    else:  # everything else reads back as JSON means it, lone surrogates included
+        # The oracle: JSON's own reading of escaped code units (a high+low pair is one character).
+        expected = json.loads(json.dumps(response))
+        assert back["response"] == expected and back["output_ids"] == ids and back["status"] == "ok"
+        has_lone = any(0xD800 <= ord(c) <= 0xDFFF for c in json.dumps(expected, ensure_ascii=False))
+        assert ("lone_surrogate" in [f["code"] for f in back["flags"]]) == has_lone
