@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 import kimi_recon
-from kimi_recon import KimiReconError, build_training_sample, load_tokenizer
+from kimi_recon import KimiReconError, build_training_sample, load_tokenizer, reconstruct_output_ids, turn_from_response
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.logprobs import LogprobsError, ids_from_logprobs
-from kimi_recon import reconstruct_output_ids, turn_from_response
 
 TOK = load_tokenizer()
 IM_END, THINK_END = 163586, 163607
