@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .errors import InvalidInputError, preview
 from .profiles import ChatProfile
 from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry, registry_matching
 from .tokenizer import KimiTokenizer, load_tokenizer
@@ -187,12 +188,17 @@ def audit_ids(
     checked to be valid ids, and listed as notes. With ``profile="kimi-k3"`` the names are read in K3's
     table; a K2.5 name says what K3 has instead (``IM_END_TOKEN_ID = 163586`` is ``<|end_of_msg|>`` there).
     """
+    if not isinstance(constants, Mapping):
+        raise InvalidInputError(f"must be an object of NAME: id, got {type(constants).__name__}", field="constants")
     tok, reg = _tokenizer_and_registry(tokenizer, registry, profile)
     problems: list[str] = []
     notes: list[str] = []
     for name, value in constants.items():
+        if not isinstance(name, str):
+            problems.append(f"{preview(name)} is not a constant name (a string)")
+            continue
         if isinstance(value, bool) or not isinstance(value, int):
-            problems.append(f"{name} = {value!r} is not an int token id")
+            problems.append(f"{name} = {preview(value)} is not an int token id")
             continue
         if not 0 <= value < tok.vocab_size:
             problems.append(f"{name} = {value} is outside the vocabulary (0..{tok.vocab_size - 1})")

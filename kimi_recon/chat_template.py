@@ -12,7 +12,7 @@ import jinja2
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
@@ -81,7 +81,7 @@ def render_chat_template(
         raise InvalidInputError(f"the chat template failed: {err}", field="messages") from None
     except RecursionError:
         raise InvalidInputError("the chat template failed: the messages are nested too deeply", field="messages") from None
-    except (TypeError, ValueError, AttributeError, LookupError, OverflowError) as err:
-        # The template indexed or iterated a value of the wrong type (a number where it expects a list,
-        # say): the official apply_chat_template fails on the same messages.
-        raise InvalidInputError(f"the chat template failed on these messages: {type(err).__name__}: {err}", field="messages") from None
+    except Exception as err:  # noqa: BLE001 - the template is the caller's code, run on the caller's data
+        # It indexed or iterated a value of the wrong type (a number where it expects a list, say), or
+        # failed on its own (a division by zero): the official apply_chat_template fails the same way.
+        raise InvalidInputError(f"the chat template failed on these messages: {preview(err, 200)}", field="messages") from None

@@ -18,7 +18,7 @@ from difflib import SequenceMatcher
 from itertools import accumulate, filterfalse
 from typing import Any, Final, Literal
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .render import CALL_BEGIN, SECTION_BEGIN, SECTION_END, THINK_BEGIN, THINK_END
 from .tokenizer import KimiTokenizer, load_tokenizer
 
@@ -210,7 +210,7 @@ def check_ids(ids: object, tokenizer: KimiTokenizer, field: str, *, sample: obje
     if not set(map(type, values)) <= {int}:  # bool is its own type, so True/False take the slow path
         for i, v in enumerate(values):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise InvalidInputError(f"item {i} is {v!r:.40}, not an integer token id", field=field, sample=sample)
+                raise InvalidInputError(f"item {i} is {preview(v)}, not an integer token id", field=field, sample=sample)
         values = [int(v) for v in values]
     if values and (min(values) < 0 or max(values) >= n):
         i, bad = next((i, v) for i, v in enumerate(values) if not 0 <= v < n)

@@ -42,7 +42,7 @@ from . import responses
 from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally
 from ._io import open_input
 from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
@@ -879,9 +879,9 @@ def audit_dataset(
     with its line number (JSONL) or index, and the others are processed.
     """
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
-        raise InvalidInputError(f"must be a non-negative integer, got {examples!r}", field="examples")
+        raise InvalidInputError(f"must be a non-negative integer, got {preview(examples)}", field="examples")
     if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise InvalidInputError(f"must be a positive integer, got {chunk_size!r}", field="chunk_size")
+        raise InvalidInputError(f"must be a positive integer, got {preview(chunk_size)}", field="chunk_size")
     get_profile(profile)
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)

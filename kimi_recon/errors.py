@@ -10,6 +10,16 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def preview(value: object, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages; never raises (a value nested too
+    deeply to repr, or whose repr fails, is named by its type)."""
+    try:
+        text = repr(value)
+    except Exception:  # RecursionError too
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 class KimiReconError(Exception):
     """Base class of every error kimi-recon raises on purpose."""
 
@@ -20,6 +30,11 @@ class TokenizerLoadError(KimiReconError):
 
 class BundledDataError(KimiReconError):
     """A data file shipped in the package is missing or is not the file that was shipped (its sha256 differs)."""
+
+
+class FastTokenizerError(KimiReconError):
+    """The fast tokenizer (tokenizer.json) cannot be built or exported: ``tokenizers`` is missing, a
+    vocab token is not reachable by BPE, or the output folder is refused."""
 
 
 class UnknownSpecialTokenError(KimiReconError, KeyError):

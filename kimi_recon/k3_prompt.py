@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .k3 import (
     END_OF_MSG,
     close_tag,
@@ -65,7 +65,7 @@ def check_thinking_effort(effort: str | None) -> str:
     if effort is None:
         return DEFAULT_THINKING_EFFORT
     if effort not in THINKING_EFFORTS:
-        raise InvalidInputError(f"Kimi K3 supports thinking_effort values {', '.join(THINKING_EFFORTS)}; got {effort!r}", field="thinking_effort")
+        raise InvalidInputError(f"Kimi K3 supports thinking_effort values {', '.join(THINKING_EFFORTS)}; got {preview(effort)}", field="thinking_effort")
     return effort
 
 

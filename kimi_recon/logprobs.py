@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .tokenizer import KimiTokenizer
 
 # vLLM's ``return_tokens_as_token_ids`` writes tokens as "token_id:123".
@@ -42,11 +42,11 @@ def ids_from_logprobs(content: Sequence[Mapping[str, Any]], tokenizer: KimiToken
                 if token in tokenizer.special_tokens:
                     ids.append(tokenizer.special_tokens[token])
                     continue
-            raise LogprobsError(f"has no 'bytes' (token {token!r}); the token's exact bytes are unknown", field=where)
+            raise LogprobsError(f"has no 'bytes' (token {preview(token)}); the token's exact bytes are unknown", field=where)
         key = _token_bytes(raw, f"{where}.bytes")
         tid = tokenizer.id_of_bytes(key)
         if tid is None:
-            raise LogprobsError(f"bytes {key!r:.60} (token {token!r}) are not one vocabulary token", field=f"{where}.bytes")
+            raise LogprobsError(f"bytes {preview(key)} (token {preview(token)}) are not one vocabulary token", field=f"{where}.bytes")
         ids.append(tid)
     return ids
 
@@ -60,8 +60,8 @@ def _token_bytes(raw: object, field: str) -> bytes:
     if isinstance(raw, (bytes, bytearray)):
         return bytes(raw)
     if isinstance(raw, (str, Mapping)) or not isinstance(raw, Sequence):
-        raise LogprobsError(f"'bytes' must be a list of byte values, got {type(raw).__name__} {raw!r:.60}", field=field)
+        raise LogprobsError(f"'bytes' must be a list of byte values, got {type(raw).__name__} {preview(raw, 60)}", field=field)
     for i, b in enumerate(raw):
         if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= 255:
-            raise LogprobsError(f"'bytes' must be a list of byte values 0..255; item {i} is {b!r:.40}", field=field)
+            raise LogprobsError(f"'bytes' must be a list of byte values 0..255; item {i} is {preview(b)}", field=field)
     return bytes(raw)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidTurnError
+from .errors import InvalidTurnError, preview
 
 #: finish reasons an OpenAI-compatible server reports. ``length`` means the turn was cut off.
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call", "eos", "error"})
@@ -39,7 +39,7 @@ class ToolCall:
         if self.id is not None and not isinstance(self.id, str):
             raise InvalidTurnError(f"must be a string or None, got {type(self.id).__name__}", field="tool_calls[].id")
         if not isinstance(self.name, str) or not self.name:
-            raise InvalidTurnError(f"must be a non-empty string, got {self.name!r}", field="tool_calls[].function.name")
+            raise InvalidTurnError(f"must be a non-empty string, got {preview(self.name)}", field="tool_calls[].function.name")
         if not isinstance(self.arguments, (str, Mapping)):
             raise InvalidTurnError(
                 f"must be a JSON string or a mapping, got {type(self.arguments).__name__}",
@@ -91,9 +91,9 @@ class AssistantTurn:
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
         if not isinstance(self.tool_calls, tuple) or not all(isinstance(c, ToolCall) for c in self.tool_calls):
             raise InvalidTurnError("must be a sequence of ToolCall", field="tool_calls")
-        if self.finish_reason is not None and self.finish_reason not in FINISH_REASONS:
+        if self.finish_reason is not None and (not isinstance(self.finish_reason, str) or self.finish_reason not in FINISH_REASONS):
             raise InvalidTurnError(
-                f"unknown finish_reason {self.finish_reason!r}; expected one of {sorted(FINISH_REASONS)} or None",
+                f"unknown finish_reason {preview(self.finish_reason)}; expected one of {sorted(FINISH_REASONS)} or None",
                 field="finish_reason",
             )
         if self.logprobs is not None and not isinstance(self.logprobs, tuple):

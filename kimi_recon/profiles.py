@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 
 #: How a profile handles thinking: the generation prompt opens ``<think>`` (K2.5, K2.6), the model
 #: writes ``<think>`` itself (K2-Thinking), or there is no thinking at all (K2-Instruct).
@@ -129,7 +129,7 @@ def get_profile(profile: str | ChatProfile) -> ChatProfile:
         return PROFILES[name]
     except KeyError:
         known = sorted(PROFILES) + sorted(_ALIASES)
-        raise InvalidInputError(f"unknown profile {profile!r}; known: {', '.join(known)}", field="profile") from None
+        raise InvalidInputError(f"unknown profile {preview(profile)}; known: {', '.join(known)}", field="profile") from None
 
 
 def profile_for_model(model: str, default: str = "kimi-k2.5") -> str:

@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .models import Flag
 from .profiles import ChatProfile, get_profile
 
@@ -134,8 +134,7 @@ def turn_options(profile: object, thinking: object, call_index_offset: object) -
 
 
 def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:40] + "…"
+    return preview(value)
 
 
 def _thinking(value: object) -> bool:

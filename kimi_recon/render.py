@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 from .k3 import render_k3_turn
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile
@@ -46,7 +46,7 @@ def check_stop(profile: ChatProfile, stop: str | None) -> str:
         return profile.stop_token
     if stop != profile.stop_token and stop not in profile.stop_alternatives:
         known = ", ".join(repr(s) for s in (profile.stop_token, *profile.stop_alternatives))
-        raise InvalidInputError(f"{stop!r} is not an end of a {profile.name} turn; known: {known}", field="stop")
+        raise InvalidInputError(f"{preview(stop)} is not an end of a {profile.name} turn; known: {known}", field="stop")
     return stop
 
 

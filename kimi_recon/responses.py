@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
 
-from .errors import InvalidResponseError, ResponseError
+from .errors import InvalidResponseError, ResponseError, preview
 from .models import FINISH_REASONS, AssistantTurn, ToolCall
 from .render import MODEL_TOOL_CALL_ID, model_tool_call_id
 
@@ -186,7 +186,7 @@ def content_text(content: Any, field: str = "content", sample: object = None) ->
             raise _fail(f"must be a content part object, got {type(part).__name__}", where, sample)
         kind = part.get("type", "text")
         if kind not in ("text", "output_text"):
-            raise _fail(f"has type {kind!r}; an assistant turn can only hold text parts", where, sample)
+            raise _fail(f"has type {preview(kind)}; an assistant turn can only hold text parts", where, sample)
         text = part.get("text")
         if not isinstance(text, str):
             raise _fail(f"text part has no string 'text', got {type(text).__name__}", where, sample)
@@ -270,6 +270,10 @@ def turn_from_response(
     Raises :class:`~kimi_recon.errors.InvalidResponseError` (an :class:`~kimi_recon.errors.InvalidTurnError`)
     when ``response`` is not one readable turn.
     """
+    if isinstance(choice, bool) or not isinstance(choice, int) or choice < 0:
+        raise _fail(f"must be a non-negative integer, got {preview(choice)}", "choice", sample)
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise _fail(f"must be a string or None, got {type(finish_reason).__name__}", "finish_reason", sample)
     resp = to_plain(response)
     if isinstance(resp, (str, bytes)):
         try:
@@ -346,7 +350,7 @@ def _turn_from_parts(
     message ``ch`` and ``message`` are the same object."""
     role = message.get("role", "assistant")
     if role not in (("assistant",) if lenient else ("assistant", None)):
-        raise _fail(f"must be 'assistant', got {role!r}", _at(mwhere, "role"), sample)
+        raise _fail(f"must be 'assistant', got {preview(role)}", _at(mwhere, "role"), sample)
 
     finish_reason, finish_where = ch.get("finish_reason"), _at(where, "finish_reason")
     if finish_reason is None:
@@ -366,7 +370,7 @@ def _turn_from_parts(
 
     if lenient and finish_reason is not None and finish_reason not in FINISH_REASONS:
         raise _fail(
-            f"unknown finish_reason {finish_reason!r}; expected one of {sorted(FINISH_REASONS)} or None",
+            f"unknown finish_reason {preview(finish_reason)}; expected one of {sorted(FINISH_REASONS)} or None",
             finish_where,
             sample,
         )
@@ -511,13 +515,13 @@ def _tool_calls(raw_calls: object, where: str | None, sample: object, lenient: b
             raise _fail(f"must be an object, got {type(raw).__name__}", cwhere, sample)
         kind = raw.get("type", "function")
         if not lenient and kind not in ("function", None):
-            raise _fail(f"has type {kind!r}; only function calls can be rebuilt", f"{cwhere}.type", sample)
+            raise _fail(f"has type {preview(kind)}; only function calls can be rebuilt", f"{cwhere}.type", sample)
         function = raw.get("function")
         if not isinstance(function, Mapping):
             raise _fail("has no 'function' object", f"{cwhere}.function", sample)
         name = function.get("name")
         if not isinstance(name, str) or not name:
-            raise _fail(f"must be a non-empty string, got {name!r}", f"{cwhere}.function.name", sample)
+            raise _fail(f"must be a non-empty string, got {preview(name)}", f"{cwhere}.function.name", sample)
         arguments = function.get("arguments")
         if lenient:
             arguments = "" if arguments is None else arguments

@@ -23,7 +23,7 @@ from typing import Any
 
 import tiktoken
 
-from .errors import InvalidInputError, TokenizerLoadError
+from .errors import InvalidInputError, TokenizerLoadError, preview
 from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
 
 from .profiles import ChatProfile, get_profile
@@ -263,7 +263,7 @@ class KimiTokenizer:
         if not set(map(type, ids)) <= {int}:  # bool is its own type, so True/False take the slow path
             for i, v in enumerate(ids):
                 if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                    raise InvalidInputError(f"item {i} is {v!r:.40}, not an integer token id", field="ids")
+                    raise InvalidInputError(f"item {i} is {preview(v)}, not an integer token id", field="ids")
             ids = [int(v) for v in ids]
         n = self.vocab_size
         if ids and (min(ids) < 0 or max(ids) >= n):

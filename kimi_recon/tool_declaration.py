@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, preview
 
 __all__ = ["render_tools_declaration"]
 
@@ -115,7 +115,7 @@ def _check_function_names(tools: list[Any]) -> None:
         if not isinstance(name, str) or not name:
             # The official code would print ``type function = ...`` (or the value's str());
             # a nameless tool is not a usable declaration, so it is refused instead.
-            raise InvalidInputError(f"must be a non-empty string, got {name!r}", field=f"tools[{index}].function.name")
+            raise InvalidInputError(f"must be a non-empty string, got {preview(name)}", field=f"tools[{index}].function.name")
 
 
 def _declared_function(tool: object) -> dict[str, Any] | None:
@@ -215,11 +215,11 @@ class _Registry:
             self.has_self_ref = True
             return "parameters"
         if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
-            raise _Unrenderable(f"unsupported $ref {ref!r}")
+            raise _Unrenderable(f"unsupported $ref {preview(ref)}")
         name = ref.split("/")[-1]
         # A $defs must be registered before the $ref is met, in key order; there is no second pass.
         if name not in self.definitions:
-            raise _Unrenderable(f"$ref {ref!r} not found")
+            raise _Unrenderable(f"$ref {preview(ref)} not found")
         return name
 
 
@@ -232,7 +232,7 @@ def _parse(schema: object, registry: _Registry) -> _Node:
     if isinstance(schema, bool):
         return _Scalar(description="", constraints=(), type_value="any" if schema else "null")
     if not isinstance(schema, dict):
-        raise _Unrenderable(f"not a JSON schema: {schema!r}")
+        raise _Unrenderable(f"not a JSON schema: {preview(schema)}")
     if "$ref" in schema:
         return _Ref(description=schema.get("description", ""), constraints=(), name=registry.resolve(schema["$ref"]))
     if "anyOf" in schema:
@@ -252,14 +252,14 @@ def _parse(schema: object, registry: _Registry) -> _Node:
     if not schema:
         return _ANY
     # e.g. a bare {"description": ...} or {"oneOf": [...]}: the official encoder gives up.
-    raise _Unrenderable(f"schema without type: {schema!r}")
+    raise _Unrenderable(f"schema without type: {preview(schema)}")
 
 
 def _members(value: object) -> list[Any]:
     """``value`` iterated the way Python iterates it (a string yields characters, a dict its keys)."""
     if isinstance(value, (list, str, dict)):
         return list(value)
-    raise _Unrenderable(f"not iterable: {value!r}")
+    raise _Unrenderable(f"not iterable: {preview(value)}")
 
 
 def _parse_scalar(schema: dict[str, Any], declared: object) -> _Scalar:
@@ -280,7 +280,7 @@ def _parse_union(schema: dict[str, Any], declared: list[Any]) -> _Union:
     texts = []
     for member in declared:
         if not isinstance(member, str) or member not in _UNION_MEMBER_TEXT:
-            raise _Unrenderable(f"unsupported type {member!r} in a type list")
+            raise _Unrenderable(f"unsupported type {preview(member)} in a type list")
         texts.append(_UNION_MEMBER_TEXT[member])
     return _Union(description=schema.get("description", ""), constraints=(), member_texts=tuple(texts))
 
@@ -300,7 +300,7 @@ def _enum_value_type(declared: object) -> object:
         return declared[0]
     if len(declared) == 2 and "null" in declared:
         return declared[0] if declared[0] != "null" else declared[1]
-    raise _Unrenderable(f"enum type {declared!r} is not supported")
+    raise _Unrenderable(f"enum type {preview(declared)} is not supported")
 
 
 def _check_enum_values(values: list[Any], value_type: object) -> None:
@@ -315,7 +315,7 @@ def _check_enum_values(values: list[Any], value_type: object) -> None:
         return
     for value in values:
         if value is not None and not isinstance(value, accepted[value_type]):
-            raise _Unrenderable(f"enum value {value!r} is not a {value_type}")
+            raise _Unrenderable(f"enum value {preview(value)} is not a {value_type}")
 
 
 def _parse_array(schema: dict[str, Any], registry: _Registry) -> _Array:
@@ -358,7 +358,7 @@ def _required_names(required: object) -> set[Any]:
     try:
         return set(_members(required))
     except TypeError as exc:  # unhashable entries
-        raise _Unrenderable(f"bad required list: {required!r}") from exc
+        raise _Unrenderable(f"bad required list: {preview(required)}") from exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,7 +406,7 @@ def _function_text(function: dict[str, Any]) -> str:
 def _interface_text(name: object, schema: object, registry: _Registry) -> str:
     body = _type_text(_parse(schema, registry), "")
     if not isinstance(schema, dict):
-        raise _Unrenderable(f"$defs entry {name!r} is not an object")
+        raise _Unrenderable(f"$defs entry {preview(name)} is not an object")
     description = schema.get("description", "")
     prefix = _comment_block(description, "") + "\n" if description else ""
     return f"{prefix}interface {name} {body}"
@@ -414,7 +414,7 @@ def _interface_text(name: object, schema: object, registry: _Registry) -> str:
 
 def _comment_block(text: object, indent: str) -> str:
     if not isinstance(text, str):
-        raise _Unrenderable(f"description is not a string: {text!r}")
+        raise _Unrenderable(f"description is not a string: {preview(text)}")
     # Blank lines stay fully empty (no indent, no "//").
     return "\n".join(f"{indent}// {line}" if line else "" for line in text.split("\n"))
 
@@ -471,7 +471,7 @@ def _joinable_type_text(node: _Node, indent: str) -> str:
     There a scalar whose ``type`` is not a string (e.g. 5) raises TypeError, so fall back.
     """
     if isinstance(node, _Scalar) and not isinstance(node.type_value, str):
-        raise _Unrenderable(f"type {node.type_value!r} is not a string")
+        raise _Unrenderable(f"type {preview(node.type_value)} is not a string")
     return _type_text(node, indent)
 
 
@@ -505,4 +505,4 @@ def _additional_text(additional: object, indent: str) -> str:
         return "never"
     if isinstance(additional, _Node):
         return _type_text(additional, indent)
-    raise _Unrenderable(f"unknown additionalProperties {additional!r}")
+    raise _Unrenderable(f"unknown additionalProperties {preview(additional)}")

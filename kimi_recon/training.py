@@ -63,14 +63,21 @@ def deep_sorted(value: Any) -> Any:
     this to the tools before the template sees them (``tools = deep_sort_dict(tools)``), so the JSON
     declaration of K2-Thinking/K2-Instruct lists keys in sorted order, whatever order the caller used.
     """
+    try:
+        return _deep_sorted(value)
+    except RecursionError:
+        raise InvalidInputError("is nested too deeply to sort", field="tools") from None
+
+
+def _deep_sorted(value: Any) -> Any:
     if isinstance(value, Mapping):
         try:
             keys = sorted(value)
         except TypeError as err:
             raise InvalidInputError(f"has keys that cannot be sorted: {err}", field="tools") from None
-        return {k: deep_sorted(value[k]) for k in keys}
+        return {k: _deep_sorted(value[k]) for k in keys}
     if isinstance(value, (list, tuple)):
-        return [deep_sorted(v) for v in value]
+        return [_deep_sorted(v) for v in value]
     return value
 
 

@@ -164,3 +164,43 @@ def test_audit_min_exact_passes_a_file_of_exact_records(tmp_path: Path) -> None:
 def test_audit_min_exact_outside_0_to_1_is_a_usage_error(tmp_path: Path, value: str) -> None:
     done = _audit(tmp_path, [GOOD], "--min-exact", value)
     assert done.returncode == 2 and "must be a number from 0 to 1" in done.stderr
+
+
+# -- found by tests/test_fuzz_named_errors.py ----------------------------------------------------------
+
+
+def _deep(depth: int = 3000) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: turn_from_response({"role": _deep(), "content": "hi"}),  # the message named the role with repr()
+        lambda: turn_from_response({"content": "hi"}, choice=None),  # type: ignore[arg-type]
+        lambda: reconstruct_output_ids({"content": "hi"}, call_index_offset=_deep()),
+        lambda: ids_from_logprobs([{"token": "x", "bytes": _deep()}], TOK),
+        lambda: TOK.decode([_deep()]),
+        lambda: kimi_recon.compare_ids([_deep()], [1], TOK),
+        lambda: kimi_recon.render_prompt([{"role": "user", "content": "hi"}], [{"type": "function", "function": {"name": "f", "parameters": _deep()}}]),
+        lambda: kimi_recon.render_prompt([{"role": "user", "content": "hi"}], template="{{ 1 / 0 }}"),
+        lambda: kimi_recon.audit_ids(None),  # type: ignore[arg-type]
+        lambda: kimi_recon.AssistantTurn(content="x", finish_reason=[]),  # type: ignore[arg-type]
+    ],
+    ids=["deep-role", "choice-none", "deep-offset", "deep-logprob-bytes", "deep-id", "deep-compare-id", "deep-tools", "template-raises", "audit-ids-none", "turn-finish-list"],
+)
+def test_input_that_used_to_escape_as_a_python_error_is_a_named_error(call: Any) -> None:
+    with pytest.raises(KimiReconError):
+        call()
+
+
+def test_a_surrogate_in_a_reconstruct_row_is_written_escaped_instead_of_stopping_the_run(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text('{"id": "a\\ud83d", "response": {"content": "x\\ud83d"}}\n{"id": "b", "response": {"content": "y"}}\n', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "reconstruct", str(src), "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in rows] == ["a\ud83d", "b"] and "lone_surrogate" in rows[0]["flags"]

@@ -22,7 +22,8 @@ EPILOG = """\
 The API key is read from OPENROUTER_API_KEY and is never printed or written.
 Re-running the same command resumes: prompts already in OUT (as a row or an error) are skipped.
 Exit status: 0 all done, 1 some prompts recorded as errors, 2 bad usage or setup,
-3 prompts remain (spend limit or --limit), 130 interrupted.
+3 prompts remain (spend limit or --limit), 4 the server refused the key or the account
+(HTTP 401, 402, 403: nothing more is sent and those prompts get no row; fix it and re-run), 130 interrupted.
 """
 
 

@@ -119,3 +119,24 @@ class OpenRouterError(ResponseError):
         if self.metadata:
             out["metadata"] = dict(self.metadata)
         return out
+
+
+#: HTTP statuses that refuse the key or the account, not one prompt: 401 (a wrong, disabled or expired key),
+#: 402 (no credit left), 403 (forbidden, e.g. the key's own spend limit). Every later request would get the same.
+ACCOUNT_STATUSES = frozenset({401, 402, 403})
+
+#: OpenRouter also answers 403 when a model's moderation flags one input; that error's metadata names why
+#: (``reasons``, ``flagged_input``) and it is about that prompt only.
+_MODERATION_KEYS = ("reasons", "flagged_input")
+
+
+def refuses_the_account(err: OpenRouterError) -> bool:
+    """True when ``err`` is an HTTP error that refuses the key or the account rather than the prompt.
+
+    A run stops at such an error and records no row for it: an error row would count as done, so a rerun
+    with a fixed key or new credit would send nothing. 429 and 5xx are passing conditions (retried), and a
+    moderation 403 or a 400 belongs to its prompt; those stay error rows.
+    """
+    if err.kind != "http" or err.code not in ACCOUNT_STATUSES:
+        return False
+    return not (err.code == 403 and any(key in err.metadata for key in _MODERATION_KEYS))

@@ -5,8 +5,9 @@ prompts not yet done to at most ``concurrency`` daemon worker threads. Workers o
 SDK's retries plus :func:`~kimi_recon.openrouter.client.retry_after_200`) and parse the response; they
 return an outcome and never raise. The main thread is the single writer: it rebuilds the ids, builds
 the row and appends it, one flushed line per prompt, before counting the prompt done. Every prompt
-handed out therefore ends as exactly one row (``ok`` or ``error``) or, if the process dies first, as no
-row at all, and the next run sends it again.
+handed out therefore ends as exactly one row (``ok`` or ``error``) or, if the process dies first or the
+server refuses the key or the account (401, 402, 403: the run then stops sending), as no row at all, and
+the next run sends it again.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..profiles import get_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile
 from ..usage_stats import TokenCountTally
 from .client import DEFAULT_BASE_URL, Fetched, fetch, make_client, retry_after_200
-from .errors import InvalidResponseError, OpenRouterError, redact_text
+from .errors import InvalidResponseError, OpenRouterError, redact_text, refuses_the_account
 from .options import RequestOptions, request_kwargs
 from .output import OutputFile
 from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_response
@@ -38,6 +39,7 @@ from .rows import CallInfo, Rebuilt, Reconstructor, error_row, flag, ok_row
 if TYPE_CHECKING:
     from openai import OpenAI
 
+    from ..tokenizer import KimiTokenizer
     from .rebuild import PromptCounter
 
 
@@ -98,7 +100,8 @@ def _require(ok: bool, field_name: str, what: str, value: object) -> None:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """What a run did. ``remaining`` prompts have no row yet (a spend limit, --limit, or an interrupt)."""
+    """What a run did. ``remaining`` prompts have no row yet (a spend limit, --limit, an interrupt, or
+    ``refused``: the server refused the key or the account, see :func:`~.errors.refuses_the_account`)."""
 
     total: int
     already_done: int
@@ -109,6 +112,7 @@ class RunSummary:
     remaining: int
     stopped: str | None = None
     repaired_tail: str | None = None
+    refused: bool = False
     #: The usage check over this run's rows (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
     token_counts: Mapping[str, Any] = field(default_factory=dict)
 
@@ -136,6 +140,8 @@ class RunSummary:
     def exit_code(self) -> int:
         if self.stopped == "interrupted":
             return 130
+        if self.refused:
+            return 4
         if self.errors:
             return 1
         return 3 if self.remaining else 0
@@ -150,6 +156,7 @@ class _Outcome:
     call: CallInfo = field(default_factory=CallInfo)
     prompt_len: int | None = None  # for the usage check
     prompt_len_error: str | None = None
+    refused: bool = False  # the server refused the key or the account: no row, the prompt is not done
 
 
 def _count_prompt(prompt: Prompt, count: PromptCounter | None, secret: str) -> tuple[int | None, str | None]:
@@ -208,7 +215,7 @@ def _exchange(client: OpenAI, prompt: Prompt, options: RequestOptions, config: G
     except OpenRouterError as err:
         err = err.redacted(secret).with_prompt_id(prompt.id)
         response = dict(err.response) if err.response is not None else (last[0].response if last else None)
-        return _Outcome(prompt, response=response, error=err.to_dict(), call=call(err.retries))
+        return _Outcome(prompt, response=response, error=err.to_dict(), call=call(err.retries), refused=refuses_the_account(err))
     except InvalidResponseError as err:
         named = err.with_sample(prompt.id)
         error = {"type": "invalid_response", "code": None, "message": redact_text(str(named), secret), "field": err.field}
@@ -258,6 +265,31 @@ def _bad_prompt_row(bad: BadPrompt, model: str) -> dict[str, Any]:
     return error_row(bad.id, model, {"type": "invalid_prompt", "code": None, "message": bad.message}, line=bad.line)
 
 
+def _rebuilders(config: GenerateConfig, reconstructor: Reconstructor | None) -> tuple[Reconstructor | None, PromptCounter | None]:
+    """The run's reconstructor and prompt counter (for the usage check), the tokenizer loaded once for both."""
+    rebuild = reconstructor
+    tokenizer: str | KimiTokenizer | None = config.tokenizer
+    if rebuild is None and config.reconstruct:
+        from ..tokenizer import load_tokenizer
+        from .rebuild import make_reconstructor
+
+        tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
+        rebuild = make_reconstructor(
+            profile=config.profile,
+            thinking=config.options.thinking,
+            tokenizer=tokenizer,
+            prompt_ids=config.prompt_ids,
+            training_sample=config.training_sample,
+        )
+    count_prompt: PromptCounter | None = None
+    if rebuild is not None and config.check_usage and not (config.prompt_ids or config.training_sample):
+        # (with prompt ids or samples, the reconstruction encodes the prompt anyway)
+        from .rebuild import make_prompt_counter
+
+        count_prompt = make_prompt_counter(profile=config.profile, thinking=config.options.thinking, tokenizer=tokenizer)
+    return rebuild, count_prompt
+
+
 def run_generate(
     config: GenerateConfig,
     api_key: str,
@@ -278,7 +310,15 @@ def run_generate(
     check_input(config.prompts, "prompts")
     refuse_output_is_input(config.output, [config.prompts])
     items = read_prompts(config.prompts, secret=api_key)
-    with OutputFile(config.output, fsync=config.fsync, secret=api_key) as out:
+    out = OutputFile(config.output, fsync=config.fsync, secret=api_key)
+    out.lock_existing()  # a rival run on the same file is refused now, not after the tokenizer has loaded
+    try:
+        # A bad --tokenizer fails here, before the output is created or changed.
+        rebuild, count_prompt = _rebuilders(config, reconstructor)
+    except BaseException:
+        out.close()
+        raise
+    with out:
         state = out.state
         assert state is not None
         todo = [item for item in items if item.id not in state.done]
@@ -286,23 +326,6 @@ def run_generate(
         if config.limit is not None:
             todo = todo[: config.limit]
 
-        rebuild = reconstructor
-        if rebuild is None and config.reconstruct:
-            from .rebuild import make_reconstructor
-
-            rebuild = make_reconstructor(
-                profile=config.profile,
-                thinking=options.thinking,
-                tokenizer=config.tokenizer,
-                prompt_ids=config.prompt_ids,
-                training_sample=config.training_sample,
-            )
-        count_prompt: PromptCounter | None = None
-        if rebuild is not None and config.check_usage and not (config.prompt_ids or config.training_sample):
-            # (with prompt ids or samples, the reconstruction encodes the prompt anyway)
-            from .rebuild import make_prompt_counter
-
-            count_prompt = make_prompt_counter(profile=config.profile, thinking=options.thinking, tokenizer=config.tokenizer)
         if client is None:
             client = make_client(
                 api_key,
@@ -337,6 +360,7 @@ def run_generate(
             bar.set_postfix(ok=counts["ok"], err=counts["errors"], spent=f"${spent:.4f}", tok_s=f"{rate:.0f}", refresh=False)
 
         stopped: str | None = None
+        refused = False
         pending: list[Prompt] = []
         try:
             for item in todo:  # bad lines cost nothing: record them first
@@ -344,7 +368,7 @@ def run_generate(
                     write(_bad_prompt_row(item, options.model))
                 else:
                     pending.append(item)
-            stopped = _dispatch(pending, config, client, options, api_key, rebuild, write, lambda: spent, count_prompt)
+            stopped, refused = _dispatch(pending, config, client, options, api_key, rebuild, write, lambda: spent, count_prompt)
         except KeyboardInterrupt:
             stopped = "interrupted"
         finally:
@@ -359,6 +383,7 @@ def run_generate(
             remaining=len(items) - already - counts["written"],
             stopped=stopped,
             repaired_tail=state.repaired_tail,
+            refused=refused,
             token_counts=tally.to_dict(),
         )
     return summary
@@ -374,11 +399,14 @@ def _dispatch(
     write: Callable[[dict[str, Any]], None],
     spent: Callable[[], float],
     count_prompt: PromptCounter | None = None,
-) -> str | None:
-    """Feed ``prompts`` to worker threads, ``concurrency`` at a time, writing each row as it completes.
+) -> tuple[str | None, bool]:
+    """Feed ``prompts`` to worker threads, ``concurrency`` at a time, writing each row as it completes;
+    return why sending stopped early (or None) and whether the server refused the key or the account.
 
     Workers are daemon threads: on an interrupt the writer returns at once and requests still in flight
-    are abandoned (they have no row, so the next run sends them again).
+    are abandoned (they have no row, so the next run sends them again). When the server refuses the key
+    or the account, nothing new is sent; the requests in flight finish and their rows are written (they
+    may have been paid for), except those refused the same way, which get no row and stay to be sent.
     """
     work: queue.Queue[Prompt | None] = queue.Queue()
     results: queue.Queue[_Outcome] = queue.Queue()
@@ -397,6 +425,7 @@ def _dispatch(
     next_index = 0
     in_flight = 0
     stopped: str | None = None
+    refused = False
     try:
         while next_index < len(prompts) or in_flight:
             over_budget = config.max_cost is not None and spent() >= config.max_cost
@@ -413,6 +442,11 @@ def _dispatch(
             except queue.Empty:
                 continue
             in_flight -= 1
+            if outcome.refused:
+                # No row: an error row would count as done, and a rerun with a fixed key must send this prompt.
+                if not refused:
+                    refused, stopped = True, _refused_reason(outcome)
+                continue
             try:
                 row = _row_for(outcome, options, config, rebuild, secret)
             except Exception as err:  # never lose a prompt to a bug in row building
@@ -423,4 +457,15 @@ def _dispatch(
     finally:
         for _ in range(n_workers):
             work.put(None)
-    return stopped
+    return stopped, refused
+
+
+def _refused_reason(outcome: _Outcome) -> str:
+    """Why the run stopped, for the summary line. The server's text was redacted before it was cut."""
+    error = outcome.error or {}
+    message = str(error.get("message", ""))
+    message = message if len(message) <= 300 else message[:300] + "…"
+    return (
+        f"the server refused the API key or the account (HTTP {error.get('code')} on prompt {outcome.prompt.id!r}: "
+        f"{message}); fix OPENROUTER_API_KEY or the account's credit, then re-run: prompts without a row are sent again"
+    )

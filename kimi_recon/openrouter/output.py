@@ -218,14 +218,44 @@ class OutputFile:
     ) -> None:
         self.close()
 
+    def lock_existing(self) -> None:
+        """Lock the file now if it already exists, changing nothing in it; :meth:`open` goes on from there.
+
+        A run checks everything (its tokenizer takes a second to load) before it creates or repairs the
+        output, so a bad setting leaves no file, or the old one as it was; locking first still refuses a
+        rival run on the same file at once. A file that does not exist yet is created by :meth:`open`.
+        """
+        self._refuse_stdout()
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            return
+        self._fd = self._locked(fd)
+
     def open(self) -> ResumeState:
-        """Lock the file, repair a torn tail, and read what is already done."""
+        """Lock the file (unless :meth:`lock_existing` did), repair a torn tail, and read what is already done."""
+        if self._fd is None:
+            self._refuse_stdout()
+            self._fd = self._locked(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644))
+        try:
+            repaired = _repair_tail(self._fd)
+            with open(self.path, encoding="utf-8") as f:
+                state = scan_rows(f, str(self.path))
+        except BaseException:
+            self.close()
+            raise
+        self.state = ResumeState(state.done, state.ok, state.errors, state.cost, repaired)
+        return self.state
+
+    def _refuse_stdout(self) -> None:
         if os.fspath(self.path) == "-":
             raise OutputFileError(
                 "the output is an append-only log read back to resume, so it must be a file, not - (stdout)",
                 field="output",
             )
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _locked(self, fd: int) -> int:
+        """``fd``, checked to be a regular file and exclusively locked (closed on failure)."""
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OutputFileError(
@@ -239,15 +269,10 @@ class OutputFile:
                     raise OutputLockedError(
                         f"{self.path} is being written by another run; wait for it or choose another output"
                     ) from None
-            repaired = _repair_tail(fd)
-            with open(self.path, encoding="utf-8") as f:
-                state = scan_rows(f, str(self.path))
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd
-        self.state = ResumeState(state.done, state.ok, state.errors, state.cost, repaired)
-        return self.state
+        return fd
 
     def append(self, row: Mapping[str, Any]) -> str:
         """Write one row as one line, durably; return the status written (see :func:`encode_row`)."""

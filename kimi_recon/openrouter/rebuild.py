@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models import AssistantTurn
 from .parse import count_tool_calls
 from .prompts import Prompt
 from .rows import Rebuilt, Reconstructor, flag, flag_dicts
+
+if TYPE_CHECKING:
+    from ..tokenizer import KimiTokenizer
 
 #: The number of ids of one prompt as the chat template renders it (the usage check's ``prompt_tokens``).
 PromptCounter = Callable[[Prompt], int]
@@ -26,7 +29,7 @@ def make_reconstructor(
     *,
     profile: str = "kimi-k2.5",
     thinking: bool = True,
-    tokenizer: str | None = None,
+    tokenizer: str | KimiTokenizer | None = None,
     prompt_ids: bool = False,
     training_sample: bool = False,
 ) -> Reconstructor:
@@ -62,7 +65,7 @@ def make_reconstructor(
 
 
 def make_prompt_counter(
-    *, profile: str = "kimi-k2.5", thinking: bool = True, tokenizer: str | None = None, cache_size: int = 4096
+    *, profile: str = "kimi-k2.5", thinking: bool = True, tokenizer: str | KimiTokenizer | None = None, cache_size: int = 4096
 ) -> PromptCounter:
     """A function giving the length of a prompt's ids (the ids ``--prompt-ids`` writes); raises a
     :class:`~kimi_recon.errors.KimiReconError` when the prompt cannot be rendered.

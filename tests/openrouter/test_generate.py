@@ -183,13 +183,23 @@ def test_a_timeout_is_retried(fake: FakeOpenRouter, tmp_path: Path, api_key: str
     assert decode(rows[0]["output_ids"]).endswith("Answer to p1.<|im_end|>")
 
 
-@pytest.mark.parametrize("status", [400, 401, 402])
-def test_client_errors_are_not_retried_and_are_recorded(fake: FakeOpenRouter, tmp_path: Path, api_key: str, status: int) -> None:
-    fake.script("p1", Act(status=status, body={"error": {"code": status, "message": f"refused with {status}"}}))
+MODERATION = {"reasons": ["violence"], "flagged_input": "a", "provider_name": "Moonshot AI", "model_slug": "moonshotai/kimi-k2.5"}
+
+
+@pytest.mark.parametrize("status, metadata", [(400, None), (403, MODERATION)], ids=["400", "moderation 403"])
+def test_client_errors_are_not_retried_and_are_recorded(fake: FakeOpenRouter, tmp_path: Path, api_key: str, status: int, metadata: Any) -> None:
+    error: dict[str, Any] = {"code": status, "message": f"refused with {status}"}
+    if metadata is not None:
+        error["metadata"] = metadata
+    fake.script("p1", Act(status=status, body={"error": error}))
     summary, rows = run(fake, tmp_path, [user_prompt("p1", "a"), user_prompt("p2", "b")], api_key)
     assert len(fake.seen("p1")) == 1
     rows_by_id = by_id(rows)
-    assert rows_by_id["a"]["error"] == {"type": "http", "code": status, "message": f"refused with {status}"}
+    expected: dict[str, Any] = {"type": "http", "code": status, "message": f"refused with {status}"}
+    if metadata is not None:
+        expected["metadata"] = metadata
+    assert rows_by_id["a"]["error"] == expected
+    assert not summary.refused
     assert rows_by_id["b"]["status"] == "ok"
     assert summary.exit_code == 1
 
@@ -316,10 +326,10 @@ def test_api_key_never_reaches_the_output_or_the_error(fake: FakeOpenRouter, tmp
     assert rows[0]["error"]["message"] == "rejected request with Bearer [REDACTED]"  # the echo really happened
 
 
-def test_wrong_key_is_a_recorded_401_without_the_key(fake: FakeOpenRouter, tmp_path: Path) -> None:
-    _, rows = run(fake, tmp_path, [user_prompt("p1", "a")], "sk-or-v1-WRONG-KEY")
-    assert rows[0]["error"]["code"] == 401
-    assert "WRONG-KEY" not in (tmp_path / "out.jsonl").read_text(encoding="utf-8")
+def test_wrong_key_stops_the_run_without_a_row_or_the_key(fake: FakeOpenRouter, tmp_path: Path) -> None:
+    summary, rows = run(fake, tmp_path, [user_prompt("p1", "a")], "sk-or-v1-WRONG-KEY")
+    assert rows == [] and summary.refused and summary.exit_code == 4
+    assert summary.stopped is not None and "HTTP 401" in summary.stopped and "WRONG-KEY" not in summary.stopped
 
 
 # -- scheduling, budget, resume -----------------------------------------------------------------------

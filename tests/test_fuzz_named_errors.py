@@ -1,0 +1,336 @@
+"""Every public entry point and CLI command, fed malformed input (wrong types, deep nesting, surrogates, huge
+numbers, non-UTF-8 bytes), raises only named errors (KimiReconError), finishes, and gives ids whose text is
+the rendered text unless a flag says why not."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kimi_recon
+from kimi_recon import KimiReconError, load_tokenizer
+from kimi_recon.cli import main as cli_main
+
+TOK = load_tokenizer()
+T = TypeVar("T")
+
+#: Fast enough for CI (a few seconds a test), broad enough to reach every field; KIMI_FUZZ_EXAMPLES=1000 digs deeper.
+fuzz = settings(max_examples=int(os.environ.get("KIMI_FUZZ_EXAMPLES", "40")), deadline=None, suppress_health_check=list(HealthCheck))
+
+FIELDS = [
+    "role", "content", "reasoning", "reasoning_content", "reasoning_details", "tool_calls", "id", "type", "function",
+    "name", "arguments", "finish_reason", "native_finish_reason", "logprobs", "choices", "message", "index", "error",
+    "bytes", "token", "text", "messages", "tools", "response", "turn", "reference_ids", "thinking", "profile",
+    "call_index_offset", "template_kwargs", "usage", "parameters", "properties", "description",
+]  # fmt: skip
+
+odd_text = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        ["\ud83d", "a\udc00b", "\ud83d\ude00", "<|im_end|>", "</think>", "<|tool_calls_section_begin|>", "functions.f:0",
+         '{"a": 1}', "", " ", "stop", "length", "tool_calls", "assistant", "user", "function", "kimi-k3", "\x00"]
+    ),  # fmt: skip
+    st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=3),
+    st.builds(lambda n: "[" * n, st.just(3000)),  # JSON text nested past the recursion limit
+)
+huge = st.sampled_from([2**64, -(2**64), 2**1000, -1, 0, 1, 163586, 10**30, 1.5, float("nan"), float("inf"), -0.0])
+scalars = st.one_of(st.none(), st.booleans(), huge, st.integers(), st.floats(), odd_text, st.binary(max_size=6))
+keys = st.one_of(st.sampled_from(FIELDS), st.text(max_size=4), st.integers(-2, 2))
+values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)), max_leaves=16)
+
+
+@dataclass(frozen=True)
+class Nested:
+    """``value`` inside ``depth`` lists or objects, built only when the test runs (:func:`real`), so that
+    Hypothesis can print a failing example without recursing 3000 levels itself."""
+
+    value: Any
+    depth: int
+    kind: str
+
+    def build(self) -> Any:
+        value = real(self.value)
+        for _ in range(self.depth):
+            value = [value] if self.kind == "list" else {"a": value}
+        return value
+
+
+def real(value: Any, depth: int = 0) -> Any:
+    """``value`` with every :class:`Nested` built (they sit near the top: what is deeper is built already)."""
+    if isinstance(value, Nested):
+        return value.build()
+    if depth > 40:
+        return value
+    if isinstance(value, list):
+        return [real(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {k: real(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+deep = st.builds(Nested, values, st.sampled_from([30, 1200, 3000]), st.sampled_from(["list", "dict"]))
+hostile = st.one_of(values, deep)
+
+
+def _maybe(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """A plausible value, or a hostile one."""
+    return st.one_of(good, good, hostile)
+
+
+tool_call = st.fixed_dictionaries(
+    {"id": _maybe(st.sampled_from(["functions.f:0", "call_1", None])), "type": _maybe(st.just("function")),
+     "function": _maybe(st.fixed_dictionaries({"name": _maybe(st.sampled_from(["f", "get.weather"])),
+                                               "arguments": _maybe(st.sampled_from(['{"a": 1}', "{}", "not json", '{"a": "\\ud83d"}']))}))}
+)  # fmt: skip
+logprob_entry = st.fixed_dictionaries({"token": _maybe(st.sampled_from(["h", "token_id:71", "<|im_end|>"])), "bytes": _maybe(st.sampled_from([[104], [104, 105], None]))})
+message = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": _maybe(st.just("assistant")),
+        "content": _maybe(odd_text),
+        "reasoning": _maybe(odd_text),
+        "reasoning_content": _maybe(odd_text),
+        "tool_calls": _maybe(st.lists(tool_call, max_size=2)),
+        "finish_reason": _maybe(st.sampled_from(["stop", "length", "tool_calls", None])),
+        "logprobs": _maybe(st.fixed_dictionaries({"content": _maybe(st.lists(logprob_entry, max_size=3))})),
+    },
+)
+completion = st.builds(lambda m, fr: {"choices": [{"index": 0, "message": m, "finish_reason": fr}]}, message, _maybe(st.just("stop")))
+as_json_text = st.one_of(message, completion).map(lambda v: json.dumps(v, default=repr))  # surrogates become \\ud83d escapes
+non_utf8 = st.sampled_from([b"\xff\xfe{", b'{"content": "\xe4"}', b"\x80", '{"content": "hi"}'.encode()])
+turns = st.one_of(message, completion, as_json_text, non_utf8, hostile)
+chat_message = st.fixed_dictionaries(
+    {"role": _maybe(st.sampled_from(["user", "system", "assistant", "tool"])), "content": _maybe(odd_text)},
+    optional={"tool_calls": _maybe(st.lists(tool_call, max_size=1)), "tool_call_id": _maybe(st.just("functions.f:0")), "name": _maybe(odd_text)},
+)
+messages = _maybe(st.lists(chat_message, min_size=1, max_size=3))
+tool = st.fixed_dictionaries(
+    {"type": _maybe(st.just("function")),
+     "function": _maybe(st.fixed_dictionaries({"name": _maybe(st.just("f")), "description": _maybe(odd_text),
+                                               "parameters": _maybe(st.just({"type": "object", "properties": {"a": {"type": "string"}}}))}))}
+)  # fmt: skip
+tools = st.one_of(st.none(), _maybe(st.lists(tool, max_size=2)), st.lists(tool, max_size=2).map(lambda v: json.dumps(v, default=repr)))
+profiles = _maybe(st.sampled_from(list(kimi_recon.PROFILES)))
+offsets = _maybe(st.integers(0, 5))
+id_lists = _maybe(st.lists(st.one_of(st.integers(0, TOK.vocab_size - 1), st.sampled_from([163586, 163607, 163595])), max_size=12))
+
+
+def named(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """``fn``'s result, or None when it raised a named error; any other exception fails the test."""
+    try:
+        return fn(*real(list(args)), **real(kwargs))
+    except KimiReconError:
+        return None
+
+
+def _text_or_flag(ids: list[int], text: str, flag_codes: tuple[str, ...] | list[str], profile: str = "kimi-k2.5") -> None:
+    """Ids decode (with the profile's tokenizer) to the rendered text, or a flag says why not."""
+    if "lone_surrogate" not in flag_codes:
+        assert load_tokenizer(profile=profile).decode_bytes(ids) == text.encode("utf-8"), flag_codes
+
+
+# -- API entry points ---------------------------------------------------------------------------------
+
+
+@fuzz
+@given(turns, profiles, st.booleans(), offsets, st.booleans())
+def test_reconstruct_output_ids_raises_only_named_errors_and_its_ids_are_the_rendered_text_or_flagged(
+    turn: Any, profile: Any, thinking: bool, offset: Any, use_logprobs: bool
+) -> None:
+    rebuilt = named(kimi_recon.reconstruct_output_ids, turn, None, profile, thinking, call_index_offset=offset, use_logprobs=use_logprobs)
+    if rebuilt is not None:
+        _text_or_flag(rebuilt.ids, rebuilt.text, rebuilt.flag_codes, rebuilt.profile)
+        assert named(kimi_recon.render_assistant_turn, turn, profile, thinking, call_index_offset=offset) == rebuilt.text
+
+
+@fuzz
+@given(turns, st.booleans(), _maybe(st.integers(0, 2)), _maybe(st.sampled_from(["stop", None])))
+def test_turn_from_response_and_render_turn_raise_only_named_errors(turn: Any, lenient: bool, choice: Any, finish: Any) -> None:
+    parsed = named(kimi_recon.turn_from_response, turn, lenient=lenient, choice=choice, finish_reason=finish)
+    if parsed is not None:
+        named(kimi_recon.render_turn, parsed)
+
+
+@fuzz
+@given(messages, turns, tools, profiles, st.booleans(), st.one_of(st.none(), offsets), st.one_of(st.none(), _maybe(st.just({"preserve_thinking": True}))))
+def test_build_training_sample_raises_only_named_errors_and_its_ids_are_the_rendered_text_or_flagged(
+    msgs: Any, turn: Any, tool_list: Any, profile: Any, thinking: bool, offset: Any, template_kwargs: Any
+) -> None:
+    msgs, turn, tool_list, profile, offset, template_kwargs = real([msgs, turn, tool_list, profile, offset, template_kwargs])
+    sample = named(
+        kimi_recon.build_training_sample, msgs, turn, tool_list, profile, thinking, call_index_offset=offset, template_kwargs=template_kwargs
+    )
+    if sample is None:
+        return
+    prompt = kimi_recon.render_prompt(msgs, tool_list, profile, thinking, template_kwargs=template_kwargs)
+    offset_used = offset if offset is not None else None
+    output = kimi_recon.reconstruct_output_ids(
+        turn, None, profile, thinking, call_index_offset=offset_used if offset_used is not None else _calls_in(msgs)
+    )
+    assert sample.loss_mask == [0] * sample.prompt_len + [1] * (len(sample.input_ids) - sample.prompt_len)
+    _text_or_flag(sample.input_ids, prompt + output.text, [f.code for f in sample.flags], output.profile)
+
+
+def _calls_in(msgs: Any) -> int:
+    from kimi_recon.training import count_tool_calls
+
+    return count_tool_calls(msgs)
+
+
+@fuzz
+@given(messages, tools, profiles, st.booleans(), _maybe(st.sampled_from([None, "{{ messages[0]['content'] }}", "{{ 1 / 0 }}", "{% for"])))
+def test_render_prompt_and_render_chat_template_raise_only_named_errors(msgs: Any, tool_list: Any, profile: Any, thinking: bool, template: Any) -> None:
+    named(kimi_recon.render_prompt, msgs, tool_list, profile, thinking, template=template)
+    if isinstance(template, str):
+        named(kimi_recon.render_chat_template, template, msgs, tools=tool_list)
+    named(kimi_recon.render_tools_declaration, tool_list)
+
+
+@fuzz
+@given(id_lists, id_lists)
+def test_compare_ids_and_is_canonical_raise_only_named_errors(a: Any, b: Any) -> None:
+    named(kimi_recon.compare_ids, a, b, TOK)
+    named(kimi_recon.is_canonical, a, TOK)
+
+
+@fuzz
+@given(_maybe(st.lists(logprob_entry, max_size=4)), hostile)
+def test_ids_from_logprobs_raises_only_named_errors(content: Any, other: Any) -> None:
+    named(kimi_recon.ids_from_logprobs, content, TOK)
+    named(kimi_recon.ids_from_logprobs, [{"token": "x", "bytes": other}], TOK)
+
+
+@fuzz
+@given(hostile, id_lists, _maybe(odd_text))
+def test_tokenizer_methods_raise_only_named_errors(value: Any, ids: Any, text: Any) -> None:
+    for method in (TOK.encode, TOK.decode, TOK.decode_bytes, TOK.token_bytes):
+        named(method, value)
+    named(TOK.decode, ids)
+    named(TOK.encode, text)
+    named(TOK.encode_with_specials, text, frozenset({"<|im_end|>"}))
+
+
+@fuzz
+@given(_maybe(st.dictionaries(st.one_of(st.sampled_from(["IM_END_TOKEN_ID", "EOS", "THINK_END"]), keys), _maybe(st.integers(0, 200_000)), max_size=3)), st.one_of(st.none(), profiles))
+def test_special_token_audits_raise_only_named_errors(constants: Any, profile: Any) -> None:
+    named(kimi_recon.audit_ids, constants, TOK, profile=profile)
+    named(kimi_recon.audit_special_tokens, TOK, profile=profile)
+    with contextlib.suppress(AssertionError):  # it asserts by design when the constants are wrong
+        named(kimi_recon.assert_special_tokens_ok, TOK, constants, profile=profile)
+
+
+record = st.one_of(
+    st.fixed_dictionaries({"id": _maybe(st.just("r1")), "response": turns}, optional={"reference_ids": id_lists, "messages": messages, "tools": tools, "thinking": _maybe(st.booleans()), "profile": profiles}),
+    hostile,
+)  # fmt: skip
+
+
+@fuzz
+@given(st.lists(record, min_size=1, max_size=3))
+def test_dataset_functions_raise_only_named_errors_and_keep_every_record(records: list[Any]) -> None:
+    records = real(records)
+    for r in records:
+        named(kimi_recon.audit_record, r, TOK)
+    audit = named(kimi_recon.audit_dataset, records, TOK, progress=False)
+    if audit is not None:
+        assert audit.total == len(records)
+    rebuilt = named(lambda: list(kimi_recon.reconstruct_records(records, TOK)))
+    if rebuilt is not None:
+        assert len(rebuilt) == len(records)
+
+
+@fuzz
+@given(hostile)
+def test_profile_and_tokenizer_lookups_raise_only_named_errors(value: Any) -> None:
+    named(kimi_recon.get_profile, value)
+    if not isinstance(value, (str, bytes)):  # a string may name a Hub repo, which needs a network
+        named(kimi_recon.load_tokenizer, value)
+
+
+@fuzz
+@given(_maybe(odd_text), _maybe(odd_text), st.lists(_maybe(tool_call), max_size=2), _maybe(st.sampled_from(["stop", "length"])))
+def test_assistant_turns_built_directly_raise_only_named_errors(reasoning: Any, content: Any, calls: Any, finish: Any) -> None:
+    reasoning, content, calls, finish = real([reasoning, content, calls, finish])
+    built = named(lambda: kimi_recon.AssistantTurn(reasoning=reasoning, content=content, tool_calls=tuple(calls), finish_reason=finish))
+    if built is not None:
+        rebuilt = named(kimi_recon.reconstruct_output_ids, built)
+        if rebuilt is not None:
+            _text_or_flag(rebuilt.ids, rebuilt.text, rebuilt.flag_codes)
+
+
+# -- CLI commands --------------------------------------------------------------------------------------
+
+line_of_record = st.one_of(record.map(lambda r: json.dumps(r, default=repr).encode()), non_utf8, st.builds(lambda n: b"[" * n, st.just(5000)), st.just(b'{"id": "x"'))
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+def _run(argv: list[str]) -> int:
+    """``kimi-recon ARGV`` in this process; argparse's exit is a return code too."""
+    with _quiet():
+        try:
+            return cli_main(argv)
+        except SystemExit as stop:
+            return int(stop.code or 0)
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fuzz-cli")
+
+
+@fuzz
+@given(lines=st.lists(line_of_record, min_size=1, max_size=4))
+def test_cli_reconstruct_and_build_samples_write_one_row_per_line_and_raise_nothing(workdir: Path, lines: list[bytes]) -> None:
+    src, out = workdir / "in.jsonl", workdir / "out.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    n = sum(1 for line in lines if line.strip())
+    errors = workdir / "errors.jsonl"  # build-samples writes failed records there
+    for command in ("reconstruct", "build-samples"):
+        out.unlink(missing_ok=True)
+        errors.unlink(missing_ok=True)
+        code = _run([command, str(src), "-o", str(out), *(["--errors", str(errors)] if command == "build-samples" else [])])
+        assert code in (0, 1), command
+        rows = _rows(out) + (_rows(errors) if errors.exists() else [])
+        assert len(rows) == n, command  # every line comes out as a row or as a recorded error
+        for row in rows:
+            ids = row.get("output_ids") if command == "reconstruct" else row.get("input_ids")
+            assert (row.get("error") is None) == isinstance(ids, list), row
+
+
+@fuzz
+@given(lines=st.lists(line_of_record, min_size=1, max_size=4), min_exact=st.sampled_from(["0", "0.5", "1", "2", "x"]))
+def test_cli_audit_raises_nothing_and_counts_every_line(workdir: Path, lines: list[bytes], min_exact: str) -> None:
+    src, report = workdir / "audit.jsonl", workdir / "report.json"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    report.unlink(missing_ok=True)
+    code = _run(["audit", str(src), "--min-exact", min_exact, "--json", str(report)])
+    assert code in (0, 1, 2)
+    if code != 2:
+        assert json.loads(report.read_text(encoding="utf-8"))["total"] == sum(1 for line in lines if line.strip())
+
+
+@fuzz
+@given(constants=st.one_of(hostile.map(lambda v: json.dumps(v, default=repr).encode()), non_utf8, st.builds(lambda n: b"[" * n, st.just(5000))))
+def test_cli_audit_tokens_raises_nothing_on_any_constants_file(workdir: Path, constants: bytes) -> None:
+    path = workdir / "constants.json"
+    path.write_bytes(constants)
+    assert _run(["audit-tokens", "--constants", str(path)]) in (0, 1, 2)
