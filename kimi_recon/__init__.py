@@ -7,6 +7,7 @@ from .chat_template import render_chat_template
 from .compare import Comparison, compare_ids, is_canonical
 from .dataset import DatasetAudit, RecordResult, audit_dataset, audit_record, reconstruct_records
 from .errors import (
+    FastTokenizerError,
     InvalidInputError,
     InvalidResponseError,
     InvalidTurnError,
@@ -15,7 +16,7 @@ from .errors import (
     TokenizerLoadError,
     UnknownSpecialTokenError,
 )
-from .fast_tokenizer import FastTokenizerError, build_fast_tokenizer, export_tokenizer, official_encode_cuts
+from .fast_tokenizer import build_fast_tokenizer, export_tokenizer, official_encode_cuts
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag, ToolCall
 from .profiles import PROFILES, ChatProfile, get_profile

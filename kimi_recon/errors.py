@@ -32,6 +32,11 @@ class BundledDataError(KimiReconError):
     """A data file shipped in the package is missing or is not the file that was shipped (its sha256 differs)."""
 
 
+class FastTokenizerError(KimiReconError):
+    """The fast tokenizer (tokenizer.json) cannot be built or exported: ``tokenizers`` is missing, a
+    vocab token is not reachable by BPE, or the output folder is refused."""
+
+
 class UnknownSpecialTokenError(KimiReconError, KeyError):
     """A special-token text or id is not in the registry."""
 

@@ -20,13 +20,29 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidInputError, KimiReconError
+from ._io import atomic_output
+from .errors import FastTokenizerError, InvalidInputError, OutputFileError
 from .profiles import get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
 from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
 
 if TYPE_CHECKING:
     import tokenizers
+
+__all__ = [
+    "EXPORT_FILES",
+    "ExportedTokenizer",
+    "FastTokenizerError",
+    "bpe_merges",
+    "build_fast_tokenizer",
+    "byte_to_unicode",
+    "encode_like_official",
+    "export_tokenizer",
+    "official_encode_cuts",
+    "special_tokens_map",
+    "tokenizer_config",
+    "tokenizer_json",
+]
 
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -35,10 +51,6 @@ EXPORT_FILES = (TOKENIZER_JSON, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 
 #: The slots transformers knows by role; the official tokenizer_config.json names the same four.
 _ROLE_IDS = {"bos_token": 163584, "eos_token": 163585, "unk_token": 163838, "pad_token": 163839}
-
-
-class FastTokenizerError(KimiReconError):
-    """The fast tokenizer cannot be built or exported (``tokenizers`` missing, a bad output folder)."""
 
 
 def official_encode_cuts(text: str) -> bool:
@@ -241,19 +253,19 @@ def export_tokenizer(
 ) -> ExportedTokenizer:
     """Write ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` to ``directory``.
 
-    Refuses a folder that holds a ``tiktoken.model`` (a tokenizer source folder, whose own config it
-    would replace) and, unless ``overwrite``, one that already holds any of the three files. Each file
-    is written to a temporary name in the folder and renamed into place.
+    Refuses (``OutputFileError``) a folder that holds a ``tiktoken.model`` (a tokenizer source folder,
+    whose own config it would replace) and, unless ``overwrite``, one that already holds any of the three
+    files. Each file is written to a temporary file in the folder and renamed into place when complete.
     """
     out = Path(directory).expanduser()
     name = get_profile(profile).name
     if out.exists() and not out.is_dir():
-        raise FastTokenizerError(f"{out} exists and is not a directory")
+        raise OutputFileError(f"{out} exists and is not a directory", field="directory")
     if (out / VOCAB_FILE).exists():
-        raise FastTokenizerError(f"{out} holds a {VOCAB_FILE}: it is a tokenizer source folder; export to another folder")
+        raise OutputFileError(f"{out} holds a {VOCAB_FILE}: it is a tokenizer source folder; export to another folder", field="directory")
     existing = [f for f in EXPORT_FILES if (out / f).exists()]
     if existing and not overwrite:
-        raise FastTokenizerError(f"{out} already holds {', '.join(existing)}; pass overwrite=True (--overwrite) to replace them")
+        raise OutputFileError(f"{out} already holds {', '.join(existing)}; pass overwrite=True (--overwrite) to replace them", field="directory")
     texts = {
         TOKENIZER_JSON: json.dumps(tokenizer_json(name, tokenizer), ensure_ascii=False),
         TOKENIZER_CONFIG: json.dumps(tokenizer_config(name), ensure_ascii=False, indent=2),
@@ -261,17 +273,10 @@ def export_tokenizer(
     }
     _tokenizers_module().Tokenizer.from_str(texts[TOKENIZER_JSON])  # a document tokenizers refuses is never written
     out.mkdir(parents=True, exist_ok=True)
-    written = []
     for filename, text in texts.items():
-        target = out / filename
-        tmp = out / f".{filename}.tmp-{os.getpid()}"
-        try:
-            tmp.write_text(text + "\n", encoding="utf-8")
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        written.append(target)
-    return ExportedTokenizer(out, tuple(written), name)
+        with atomic_output(out / filename, field="directory") as f:
+            f.write(text + "\n")
+    return ExportedTokenizer(out, tuple(out / f for f in texts), name)
 
 
 def encode_like_official(fast: tokenizers.Tokenizer, text: str) -> list[int]:

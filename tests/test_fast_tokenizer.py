@@ -27,6 +27,7 @@ from kimi_recon.fast_tokenizer import (
     export_tokenizer,
     official_encode_cuts,
 )
+from kimi_recon.errors import OutputFileError
 from kimi_recon.k3_prompt import k3_prompt_segments
 from kimi_recon.render import render_assistant_turn, render_turn
 from kimi_recon.segments import Segment
@@ -397,11 +398,11 @@ def test_loss_mask_from_offsets_equals_build_training_sample(hf_tokenizer: Any, 
 
 def test_export_refuses_existing_files_and_source_folders(tmp_path: Path, tok: KimiTokenizer) -> None:
     (tmp_path / "tokenizer.json").write_text("keep me", encoding="utf-8")
-    with pytest.raises(FastTokenizerError, match="already holds tokenizer.json; pass overwrite=True"):
+    with pytest.raises(OutputFileError, match="field 'directory': .* already holds tokenizer.json; pass overwrite=True"):
         export_tokenizer(tmp_path, tokenizer=tok)
     assert (tmp_path / "tokenizer.json").read_text(encoding="utf-8") == "keep me"
     (tmp_path / "tiktoken.model").write_bytes(b"")
-    with pytest.raises(FastTokenizerError, match="holds a tiktoken.model: it is a tokenizer source folder"):
+    with pytest.raises(OutputFileError, match="holds a tiktoken.model: it is a tokenizer source folder"):
         export_tokenizer(tmp_path, tokenizer=tok, overwrite=True)
 
 
