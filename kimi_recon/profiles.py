@@ -54,6 +54,9 @@ class ChatProfile:
     #: the token a finished turn ends with, and what some deployments are reported to end with instead
     stop_token: str = "<|im_end|>"
     stop_alternatives: tuple[str, ...] = ("[EOS]",)
+    #: whether the model writes a tool-call id (K2.x ``functions.NAME:IDX``; K3 writes none, so a
+    #: server-issued id is irrelevant there)
+    writes_tool_call_ids: bool = True
     #: the generation prompt: ``prompt_head`` then ``thinking_on`` / ``thinking_off``
     prompt_head: str = "<|im_assistant|>assistant<|im_middle|>"
     thinking_on: str = ""
@@ -97,6 +100,7 @@ PROFILES: dict[str, ChatProfile] = {
             stop_token="<|end_of_msg|>",
             stop_alternatives=("[EOS]", "<|close|>tools<|sep|>"),
             think_end_token_id=None,  # K3 closes thinking with <|close|>think<|sep|>, three tokens
+            writes_tool_call_ids=False,
             prompt_head='<|open|>message role="assistant"<|sep|>',
             thinking_on="<|open|>think<|sep|>",
             thinking_off="<|open|>response<|sep|>",

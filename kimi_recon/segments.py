@@ -4,10 +4,11 @@ A rendered turn (or prompt) is a sequence of :class:`Segment`: control markers, 
 id each, and text. How the official tokenizer turns the sequence into ids is a property of the chat
 profile (``ChatProfile.encoding``):
 
-* ``one_encode`` (K2.x): the rendered text is encoded once with special tokens allowed. Special tokens
-  are hard BPE boundaries, so this equals encoding the text between markers with ``encode_ordinary``
-  (split at any special-token text a field holds) and writing each marker's id directly, which avoids
-  the special-token set tiktoken converts on every call.
+* ``one_encode`` (K2.x): the rendered text is encoded once with special tokens allowed (only the
+  special texts the turn holds are passed to tiktoken, which converts the allowed set on every call).
+  Encoding the text between markers with ``encode_ordinary`` and writing marker ids directly gives the
+  same ids (special tokens are hard BPE boundaries), but measured slower on the benchmark corpus
+  (``benchmarks/k3.py``: more calls into tiktoken), so the one encode stays.
 * ``per_segment`` (K3): every segment is encoded on its own, markers as special ids and every text
   piece as ordinary text, so no BPE merge crosses a segment boundary and special-token text inside a
   field stays ordinary text.
@@ -23,8 +24,8 @@ from typing import NamedTuple
 
 from .models import Flag
 from .profiles import ChatProfile, EncodingStyle
-from .special_tokens import SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_named
-from .tokenizer import MAX_RUN_CHARS, KimiTokenizer
+from .special_tokens import SpecialTokenRegistry, registry_named, special_texts_in
+from .tokenizer import KimiTokenizer
 
 
 class Segment(NamedTuple):
@@ -82,13 +83,18 @@ def marker_ids(profile: ChatProfile) -> dict[str, int]:
 
 
 def encode_segments(
-    segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, profile: ChatProfile, *, fields_plain: bool = False
+    segments: tuple[Segment, ...] | list[Segment],
+    tokenizer: KimiTokenizer,
+    profile: ChatProfile,
+    *,
+    fields_plain: bool = False,
+    text: str | None = None,
 ) -> list[int]:
     """The official ids of rendered ``segments`` under ``profile``'s encoding style.
 
     ``fields_plain``: the caller knows no segment holds special-token-shaped text (a one-encode then
-    skips the scan for it)."""
-    return encode_with_style(segments, tokenizer, marker_ids(profile), profile.encoding, fields_plain=fields_plain)
+    skips the scan for it); ``text``: their joined text, when the caller has it."""
+    return encode_with_style(segments, tokenizer, marker_ids(profile), profile.encoding, fields_plain=fields_plain, text=text)
 
 
 def encode_with_style(
@@ -98,11 +104,13 @@ def encode_with_style(
     style: EncodingStyle,
     *,
     fields_plain: bool = False,
+    text: str | None = None,
 ) -> list[int]:
-    """Ids of ``segments`` encoded ``per_segment`` or as ``one_encode`` (see the module docstring)."""
+    """Ids of ``segments`` encoded ``per_segment`` or as ``one_encode`` (see the module docstring);
+    ``text`` is their joined text when the caller has it."""
     if style == "per_segment":
         return _encode_per_segment(segments, tokenizer, ids_of_markers)
-    return _encode_between_markers(segments, tokenizer, fields_plain)
+    return _encode_once(segments, tokenizer, fields_plain, text)
 
 
 def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int]) -> list[int]:
@@ -119,52 +127,15 @@ def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer
     return ids
 
 
-def _encode_between_markers(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, fields_plain: bool) -> list[int]:
-    """``tokenizer.encode("".join(texts))``, computed between markers.
-
-    The official chunking (cuts every 400,000 characters and inside runs longer than 25,000) is
-    measured on the whole text, so a text long enough to be cut is encoded whole instead.
-    """
-    total = sum(len(s.text) for s in segments)
-    specials = tokenizer.special_tokens
-    if total > MAX_RUN_CHARS:
-        return tokenizer.encode("".join(s.text for s in segments))
-    span = tokenizer.encode_ordinary_piece if fields_plain else functools.partial(_encode_span, tokenizer=tokenizer)
-    ids: list[int] = []
-    pending: list[str] = []  # consecutive non-marker text is one BPE span
-    for seg in segments:
-        if seg.special and seg.text in specials:
-            if pending:
-                ids += span("".join(pending))
-                pending = []
-            ids.append(specials[seg.text])
-        else:
-            pending.append(seg.text)
-    if pending:
-        ids += span("".join(pending))
-    return ids
-
-
-def _encode_span(text: str, tokenizer: KimiTokenizer) -> list[int]:
-    """One span between markers: special-token text inside it is a special id, as one encode makes it."""
-    if "<" not in text and "[" not in text:
-        return tokenizer.encode_ordinary_piece(text)
-    if not tokenizer.specials_scannable:
-        return tokenizer.encode(text)
-    specials = tokenizer.special_tokens
-    ids: list[int] = []
-    start = 0
-    for match in SPECIAL_TEXT_SHAPE.finditer(text):
-        tid = specials.get(match.group())
-        if tid is None:
-            continue
-        if match.start() > start:
-            ids += tokenizer.encode_ordinary_piece(text[start : match.start()])
-        ids.append(tid)
-        start = match.end()
-    if start < len(text):
-        ids += tokenizer.encode_ordinary_piece(text[start:])
-    return ids
+def _encode_once(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, fields_plain: bool, text: str | None) -> list[int]:
+    """``tokenizer.encode(text)``, allowing only the special texts the segments hold (tiktoken converts
+    the allowed set on every call, and a handful costs far less than all 256)."""
+    if text is None:
+        text = "".join(s.text for s in segments)
+    specials = {s.text for s in segments if s.special}
+    if not fields_plain:
+        specials.update(special_texts_in(text))
+    return tokenizer.encode_with_specials(text, specials)
 
 
 def special_texts_of(registry: SpecialTokenRegistry) -> frozenset[str]:

@@ -214,11 +214,6 @@ class KimiTokenizer:
                 self._template_ids[text] = ids
         return ids
 
-    @property
-    def specials_scannable(self) -> bool:
-        """True when every special-token text of this tokenizer has a shape ``SPECIAL_TEXT_SHAPE`` finds."""
-        return self._specials_scannable
-
     def encode_with_specials(self, text: str, special_texts: Set[str]) -> list[int]:
         """``encode(text)``, given every special-token-shaped text that occurs in ``text``.
 

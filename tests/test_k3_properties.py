@@ -205,7 +205,7 @@ def test_k3_training_sample_equals_an_independent_segment_encode(conv: dict[str,
     assert K3_TOK.decode(sample.prompt_ids) == "".join(text for text, _ in conv["segments"])
 
 
-# --- K2.x: the between-markers encoder is one encode ---------------------------------------------
+# --- K2.x: the per-profile encoder is one encode ---------------------------------------------
 
 K25_HOSTILE = st.lists(st.one_of(HOSTILE_CHARS, st.sampled_from(SPECIAL_TEXTS), st.text(max_size=8)), max_size=12).map("".join)
 
@@ -217,7 +217,7 @@ K25_HOSTILE = st.lists(st.one_of(HOSTILE_CHARS, st.sampled_from(SPECIAL_TEXTS), 
     st.booleans(),
     st.sampled_from(["kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct"]),
 )
-def test_k2_encoder_between_markers_equals_one_encode(
+def test_k2_per_profile_encoder_equals_one_encode(
     reasoning: str | None, content: str | None, calls: list[tuple[str | None, str, str]], thinking: bool, profile: str
 ) -> None:
     tok: KimiTokenizer = load_tokenizer()
@@ -226,7 +226,7 @@ def test_k2_encoder_between_markers_equals_one_encode(
     assert encode_segments(rendered.segments, tok, get_profile(profile)) == tok.encode(rendered.text)
 
 
-def test_k2_encoder_on_long_text_equals_one_encode() -> None:
+def test_k2_per_profile_encoder_on_long_text_equals_one_encode() -> None:
     # Long enough for the official chunking (runs over 25,000 characters, cut where one encode cuts them).
     tok = load_tokenizer()
     for content in ("a" * 30_000 + "<|im_end|>" + "b" * 30_000, " " * 26_000 + "x", "y" * 24_990 + "</think>" + "z" * 20):

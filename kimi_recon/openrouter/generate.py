@@ -241,7 +241,9 @@ def _row_for(
     if outcome.error is not None or outcome.turn is None or outcome.response is None:
         error = outcome.error or {"type": "internal", "code": None, "message": "no turn and no error"}
         return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
-    turn = replace_foreign_call_ids(outcome.turn) if config.fix_tool_call_ids else outcome.turn
+    # A server-issued id is only worth replacing where the model writes one (not in K3).
+    fix_ids = config.fix_tool_call_ids and get_profile(config.profile).writes_tool_call_ids
+    turn = replace_foreign_call_ids(outcome.turn) if fix_ids else outcome.turn
     try:
         rebuilt = rebuild(prompt, turn) if rebuild is not None else None
     except Exception as err:
