@@ -12,8 +12,16 @@ from typing import Any
 import pytest
 
 import kimi_recon
-from kimi_recon import InvalidInputError, KimiReconError, LogprobsError, build_training_sample, ids_from_logprobs, load_tokenizer
-from kimi_recon import reconstruct_output_ids, turn_from_response
+from kimi_recon import (
+    InvalidInputError,
+    KimiReconError,
+    LogprobsError,
+    build_training_sample,
+    ids_from_logprobs,
+    load_tokenizer,
+    reconstruct_output_ids,
+    turn_from_response,
+)
 
 TOK = load_tokenizer()
 IM_END, THINK_END = 163586, 163607
