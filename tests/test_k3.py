@@ -269,3 +269,23 @@ def test_k3_record_options_reach_the_training_sample() -> None:
 def test_k3_bundled_special_tokens_file_is_the_shared_one() -> None:
     bundled = Path(__file__).parents[1] / "kimi_recon" / "data" / "k3" / "special_tokens.json"
     assert json.loads(bundled.read_text(encoding="utf-8")) == json.loads((GOLDEN.parent / "k3_special_tokens.json").read_text(encoding="utf-8"))
+
+
+def test_cli_build_samples_and_reconstruct_take_the_k3_profile(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    rows = CLEAN[:3]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    for command, key, expected in (
+        ("build-samples", "input_ids", [r["prompt_ids"] + r["output_ids"] for r in rows]),
+        ("reconstruct", "output_ids", [r["output_ids"] for r in rows]),
+    ):
+        out = tmp_path / f"{command}.jsonl"
+        done = subprocess.run(
+            [sys.executable, "-m", "kimi_recon.cli", command, str(src), "-o", str(out), "--profile", "kimi-k3"],
+            capture_output=True, text=True, check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert [json.loads(line)[key] for line in out.read_text(encoding="utf-8").splitlines()] == expected

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import OFFICIAL, read_jsonl
 from extras import require
@@ -215,3 +217,35 @@ def test_tools_with_a_key_that_is_not_a_string_are_refused_naming_the_place(tok:
     with pytest.raises(InvalidInputError, match=r"tools\[0\]\.function\.parameters has a key that is not a string: 1") as err:
         build_training_sample([{"role": "user", "content": "q"}], {"content": "a"}, tools, profile, tokenizer=tok)
     assert err.value.field == "tools"
+
+
+_prop_names = st.sampled_from(["city", "unit", "q", "limit"])
+_prop = st.fixed_dictionaries(
+    {"type": st.sampled_from(["string", "integer"])},
+    optional={"description": st.text(max_size=5), "enum": st.lists(st.sampled_from(["a", "b"]), max_size=2), "default": st.sampled_from(["x", "y"])},
+)
+_tool = st.builds(
+    lambda name, desc, props, required: {
+        "type": "function",
+        "function": {"name": name, **desc, "parameters": {"type": "object", "properties": props, **required}},
+    },
+    st.sampled_from(["f", "g", "h"]),
+    st.just({}) | st.builds(lambda d: {"description": d}, st.text(max_size=5)),
+    st.dictionaries(_prop_names, _prop, max_size=3),
+    st.just({}) | st.builds(lambda r: {"required": r}, st.lists(_prop_names, max_size=2)),
+)
+
+
+@settings(max_examples=30)
+@given(st.lists(st.lists(_tool, min_size=1, max_size=2), min_size=1, max_size=4))
+def test_an_arrow_round_trip_is_undone_exactly_or_refused_saying_so(rows: list[list[dict[str, Any]]]) -> None:
+    for original, filled in zip(rows, _arrow_round_trip(rows)):
+        try:
+            options = parse_options({"tools": filled})
+        except InvalidInputError as err:
+            # Only a legal-null key ("default") filled next to other fillers is refused.
+            assert "went through Arrow" in str(err) and ".default" in str(err) and "cannot be told" in str(err)
+            assert "default" in json.dumps(rows)
+            continue
+        assert options.tools is not None and list(options.tools) == original
+        assert bool(options.flags) == (filled != original)

@@ -82,6 +82,9 @@ class GenerateConfig:
             isinstance(self.base_url, str) and self.base_url.startswith(("http://", "https://")),
             "base_url", "an http:// or https:// URL", self.base_url,
         )  # fmt: skip
+        for name in ("app_url", "app_title"):  # sent as HTTP headers, which only carry printable ASCII
+            value = getattr(self, name)
+            _require(value is None or _is_header_text(value), name, "printable ASCII text (it is sent as an HTTP header)", value)
         get_profile(self.profile)
 
 
@@ -91,6 +94,10 @@ def _is_int(value: object) -> bool:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_header_text(value: object) -> bool:
+    return isinstance(value, str) and all(" " <= char <= "~" for char in value)
 
 
 def _require(ok: bool, field_name: str, what: str, value: object) -> None:

@@ -1,5 +1,6 @@
 """``generate`` when the setup is wrong: a key or account the server refuses (401, 402, 403) stops the run
-without recording its prompts as done, and a bad ``--tokenizer`` is refused before the output is touched."""
+without recording its prompts as done, and a bad ``--tokenizer`` or attribution header is refused before
+anything is sent or the output is touched (either would otherwise make every prompt an error row, done)."""
 
 from __future__ import annotations
 
@@ -177,3 +178,15 @@ def test_lock_existing_changes_nothing_and_open_goes_on_from_it(tmp_path: Path) 
     missing = OutputFile(tmp_path / "none.jsonl")
     missing.lock_existing()
     assert not (tmp_path / "none.jsonl").exists()
+
+
+@pytest.mark.parametrize("option, value", [("--app-title", "a\nb"), ("--app-title", "日本語"), ("--app-url", "https://x.org/\x00")])
+def test_an_attribution_header_that_http_cannot_carry_is_a_usage_error_before_anything_is_sent(
+    option: str, value: str, fake: FakeOpenRouter, tmp_path: Path, api_key: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", api_key)
+    out = tmp_path / "out.jsonl"
+    args = ["generate", str(prompts_file(tmp_path)), "-o", str(out), "--base-url", fake.base_url, "--no-progress", option, value]
+    assert main(args) == 2  # before: every prompt became a connection (or internal) error row
+    assert option[2:].replace("-", "_") in capsys.readouterr().err
+    assert not out.exists() and not fake.seen()
