@@ -50,8 +50,10 @@ def test_kill_mid_run_then_resume_writes_every_prompt_exactly_once(fake: FakeOpe
     texts = [f"q{i}" for i in range(n)]
     prompts = write_prompts(tmp_path / "prompts.jsonl", [user_prompt(t, f"id{i}") for i, t in enumerate(texts)])
     out = tmp_path / "out.jsonl"
-    cmd = generate_cmd(prompts, out, fake, "--concurrency", "2")
-    fake.default_delay = 1.0  # slow enough that the rival run (a cold start, on a loaded machine) sees it alive
+    # 2.5 s a request, 2 at a time: the first run lives ~20 s, long enough for the rival run (a cold start, on a
+    # loaded machine) to see it alive; the longer --timeout keeps a slow answer from becoming an error row.
+    cmd = generate_cmd(prompts, out, fake, "--concurrency", "2", "--timeout", "30")
+    fake.default_delay = 2.5
 
     first = subprocess.Popen(cmd, env=child_env(api_key), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
