@@ -20,6 +20,10 @@ error); it is picklable and loads the tokenizer once per process, so it can be m
 ``datasets.Dataset.map(num_proc=N)`` (see :func:`audit_row`, :func:`audit_batch`) or Ray.
 :func:`audit_dataset` streams a JSONL file or an iterable in constant memory, optionally over a process
 pool, and returns a :class:`DatasetAudit`.
+
+This module holds the many-record operations and their tally; one record (its format, options, result
+types and per-record functions) is in :mod:`kimi_recon._records`, the process pool in :mod:`kimi_recon._pool`.
+Every name above is importable from here.
 """
 
 from __future__ import annotations
