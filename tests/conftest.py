@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -12,17 +10,8 @@ from kimi_recon import KimiTokenizer, load_tokenizer
 
 pytest_plugins = ["pytester"]
 
-DATA = Path(__file__).parent / "data"
-GOLDEN = DATA / "golden"
-OFFICIAL = GOLDEN / "official-k2.5-dev"
-
 settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 @pytest.fixture(scope="session")

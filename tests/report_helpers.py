@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 
 IM_END, CHAS = 163586, 163533
 CASES = read_jsonl(OFFICIAL / "turns.jsonl")[:10]

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from conftest import GOLDEN, OFFICIAL, read_jsonl
+from testdata import GOLDEN, OFFICIAL, read_jsonl
 from extras import require
 from kimi_recon import KimiTokenizer, build_training_sample, cli, load_tokenizer, render_prompt
 from kimi_recon.fast_tokenizer import (

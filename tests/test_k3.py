@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import GOLDEN, read_jsonl
+from testdata import GOLDEN, read_jsonl
 
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall, build_training_sample, load_tokenizer, reconstruct_output_ids, render_assistant_turn, render_prompt
 from kimi_recon.errors import InvalidInputError

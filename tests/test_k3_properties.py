@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import tiktoken
-from conftest import DATA
+from testdata import DATA
 from hypothesis import given
 from hypothesis import strategies as st
 

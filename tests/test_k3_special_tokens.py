@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from testdata import DATA
 
 from kimi_recon import SPECIAL_TOKENS, KimiTokenizer, load_tokenizer
 from kimi_recon.errors import TokenizerLoadError

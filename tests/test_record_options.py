@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from extras import require
 from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
 from kimi_recon.errors import InvalidInputError

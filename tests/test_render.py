@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall
 from kimi_recon.errors import InvalidInputError, InvalidTurnError
 from kimi_recon.render import ReasoningDroppedWarning, render_assistant_turn, render_turn_with_flags

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 from report_helpers import (

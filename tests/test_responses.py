@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from kimi_recon import KimiReconError, turn_from_response
 from kimi_recon.errors import InvalidTurnError
 from kimi_recon.dataset import turn_of_record

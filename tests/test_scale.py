@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 
 from extras import require
 from kimi_recon import sample_batch

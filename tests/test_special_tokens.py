@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from kimi_recon import SPECIAL_TOKENS, KimiTokenizer
 from kimi_recon.errors import UnknownSpecialTokenError
 from kimi_recon.special_tokens import SpecialTokenRegistry

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import DATA
+from testdata import DATA
 from extras import require
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall
 from kimi_recon.chat_template import render_chat_template

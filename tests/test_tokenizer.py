@@ -14,7 +14,7 @@ import tiktoken
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import GOLDEN, OFFICIAL, read_jsonl
+from testdata import GOLDEN, OFFICIAL, read_jsonl
 from extras import require
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.errors import InvalidInputError, TokenizerLoadError

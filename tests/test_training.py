@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from conftest import DATA, OFFICIAL, read_jsonl
+from testdata import DATA, OFFICIAL, read_jsonl
 from kimi_recon import KimiTokenizer, build_training_sample, render_prompt
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.training import sample_from_record

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import DATA, OFFICIAL, read_jsonl
+from testdata import DATA, OFFICIAL, read_jsonl
 from extras import require
 from kimi_recon import KimiTokenizer, build_training_sample, render_prompt
 from kimi_recon.cli import main

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 from trainer_rules import Rejected, specforge_prompts, speculators_rows

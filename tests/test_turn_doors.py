@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from extras import require
 from kimi_recon import AssistantTurn, KimiReconError, KimiTokenizer, ToolCall, reconstruct_output_ids, turn_from_response
 from kimi_recon.errors import InvalidResponseError

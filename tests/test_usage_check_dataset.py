@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon.dataset import audit_dataset, audit_record
 

@@ -45,6 +45,10 @@ class Seen:
     at: float
 
 
+#: A key that would be easy to spot anywhere it leaked.
+API_KEY = "sk-or-v1-TESTKEY-0123456789abcdef-DO-NOT-LEAK"
+
+
 class FakeOpenRouter:
     def __init__(self, api_key: str) -> None:
         self.api_key = api_key

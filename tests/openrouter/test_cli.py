@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from fake_openrouter import FakeOpenRouter
 from openrouter_wire import read_rows, user_prompt, write_prompts
-from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from fake_openrouter import Act, FakeOpenRouter
 from openrouter_wire import call, completion, error_chunk, read_rows, sse, stream_chunks, user_prompt, write_prompts
-from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
 from kimi_recon.openrouter.generate import GenerateConfig, RunSummary, run_generate
 from kimi_recon.openrouter.options import RequestOptions, provider_preferences, reasoning_settings

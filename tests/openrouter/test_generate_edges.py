@@ -20,7 +20,6 @@ from fake_openrouter import Act, FakeOpenRouter
 from hypothesis import given
 from hypothesis import strategies as st
 from openrouter_wire import completion, read_rows, stream_chunks, user_prompt, write_prompts
-from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
 from extras import require
 from kimi_recon.errors import InvalidInputError, OutputFileError

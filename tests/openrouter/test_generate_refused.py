@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from fake_openrouter import Act, FakeOpenRouter
 from openrouter_wire import read_rows, user_prompt, write_prompts
-from openrouter_fixtures import API_KEY, api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
 from kimi_recon.openrouter.cli import main
 from kimi_recon.openrouter.generate import GenerateConfig, RunSummary, run_generate

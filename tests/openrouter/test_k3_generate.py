@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from fake_openrouter import FakeOpenRouter
-from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 from openrouter_wire import read_rows, user_prompt, write_prompts
 from test_cli import child_env
 

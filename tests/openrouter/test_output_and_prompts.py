@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.openrouter.options import RequestOptions, provider_preferences, reasoning_settings, request_kwargs

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openrouter_wire import call, completion, error_chunk, sse, stream_chunks
-from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
 from extras import require
 from kimi_recon.errors import InvalidTurnError, KimiReconError

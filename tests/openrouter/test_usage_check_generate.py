@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from fake_openrouter import Act, FakeOpenRouter
-from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 from openrouter_wire import completion, read_rows, write_prompts
 
 from kimi_recon.openrouter.generate import GenerateConfig, run_generate

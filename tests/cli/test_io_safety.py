@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from kimi_recon._io import atomic_output, refuse_output_is_input
 from kimi_recon.cli import main
 from kimi_recon.errors import OutputFileError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CASES = read_jsonl(OFFICIAL / "turns.jsonl")[:6]
 OLD = b'{"old": "output that must survive"}\n'
 

@@ -1,7 +1,6 @@
 """Fixtures for the OpenRouter adapter tests: the API key, a loopback fake server, a loopback-only guard.
 
-Test modules import these names (a ``conftest.py`` here would shadow ``tests/conftest.py``, which other
-test modules import as ``conftest``). Nothing here reaches the internet: the server binds 127.0.0.1,
+Nothing here reaches the internet: the server binds 127.0.0.1,
 every client is pointed at it, and :func:`loopback_only` refuses any other connection.
 """
 
@@ -10,10 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fake_openrouter import FakeOpenRouter
-
-#: A key that would be easy to spot anywhere it leaked.
-API_KEY = "sk-or-v1-TESTKEY-0123456789abcdef-DO-NOT-LEAK"
+from fake_openrouter import API_KEY, FakeOpenRouter
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 from kimi_recon.cli import main
 
 CASES = read_jsonl(OFFICIAL / "turns.jsonl")[:6]
