@@ -58,3 +58,8 @@ def test_dir_lists_every_exported_name_before_it_is_loaded() -> None:
 def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         kimi_recon.not_a_name  # noqa: B018
+
+
+def test_all_spells_out_exactly_the_lazily_exported_names() -> None:
+    for package in (kimi_recon, kimi_recon.openrouter):
+        assert sorted(package.__all__) == sorted(package._EXPORTS) == package.__all__

@@ -41,7 +41,20 @@ _EXPORTS: dict[str, str] = {
     "turn_from_stream": "parse",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # the names of _EXPORTS, spelled out for linters and IDEs (a test checks they agree)
+    "InvalidResponseError",
+    "OpenRouterError",
+    "assemble_stream",
+    "count_tool_calls",
+    "is_model_call_id",
+    "iter_sse_lines",
+    "iter_stream_chunks",
+    "model_call_id",
+    "redact",
+    "replace_foreign_call_ids",
+    "turn_from_openrouter",
+    "turn_from_stream",
+]
 
 
 def __getattr__(name: str) -> Any:
