@@ -38,7 +38,7 @@ from benchmarks import corpus
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.profiles import get_profile
 from kimi_recon.reconstruct import reconstruct_output_ids
-from kimi_recon.render import render_turn
+from kimi_recon.render import render_turn_with_flags
 from kimi_recon.responses import as_turn
 from kimi_recon.segments import Segment, encode_segments
 from kimi_recon.special_tokens import SPECIAL_TEXT_SHAPE
@@ -70,8 +70,8 @@ def measure(records: Sequence[Mapping[str, Any]], rounds: int, seed: int) -> dic
     k25, k3 = load_tokenizer(), load_tokenizer(profile="kimi-k3")
     p25, p3 = get_profile("kimi-k2.5"), get_profile("kimi-k3")
     turns = [as_turn(r["response"]) for r in records]
-    r25 = [render_turn(t, p25) for t in turns]
-    r3 = [render_turn(t, p3) for t in turns]
+    r25 = [render_turn_with_flags(t, p25) for t in turns]
+    r3 = [render_turn_with_flags(t, p3) for t in turns]
     t25 = [r.text for r in r25]
     t3 = [r.text for r in r3]
     enc25, enc3 = k25.encoding, k3.encoding

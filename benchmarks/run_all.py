@@ -26,6 +26,8 @@ hurts both sides alike):
 5e. the exported fast tokenizer's ``encode_batch`` against tiktoken on one thread and on two, as
    ratios, with its exactness against the official encode (:mod:`benchmarks.fast_tokenizer_speed`,
    in its own process; no target: it says when to use which);
+5f. ``kimi-recon --help`` and ``import kimi_recon`` in fresh processes against ``python -c pass``
+   (target: --help <= 3x; :mod:`benchmarks.startup`);
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
 7. Kimi-K3 and the per-profile encoders against raw tiktoken (:mod:`benchmarks.k3`; K3 target >= 1.0x);
@@ -68,7 +70,7 @@ from benchmarks import baselines, compare_speed, corpus, scale
 from benchmarks import k3 as k3_bench
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
-from kimi_recon.render import render_assistant_turn, render_turn
+from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.responses import as_turn
 from kimi_recon.special_tokens import special_texts_in
 from kimi_recon.tokenizer import MAX_ENCODE_CHARS, MAX_RUN_CHARS, official_chunks
@@ -387,7 +389,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
 
     # The stages of reconstruct_output_ids, each timed alone on the same turns.
     turns = [as_turn(m) for m in msgs]
-    rendered = [render_turn(t) for t in turns]
+    rendered = [render_turn_with_flags(t) for t in turns]
     pairs = [(r.text, r.special_texts) for r in rendered]
     fields = [s.text for r in rendered for s in r.segments if s.field is not None]
     long_texts = [t for t in texts if len(t) > MAX_RUN_CHARS]
@@ -399,7 +401,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
         "raw encode, allowed_special='all' (the floor)": _consume(lambda t: enc.encode(t, allowed_special="all"), texts),
         "reconstruct_output_ids (end to end)": _consume(lambda m: reconstruct_output_ids(m, tok), msgs),
         "1. responses.as_turn (the one turn parser)": _consume(as_turn, msgs),
-        "2. render_turn (incl. special_texts_in)": _consume(render_turn, turns),
+        "2. render_turn_with_flags (incl. special_texts_in)": _consume(render_turn_with_flags, turns),
         "3. KimiTokenizer.encode_with_specials(text, special_texts)": _consume(lambda tp: tok.encode_with_specials(*tp), pairs),
         "   1 -> 2 -> 3 in one loop (with the text join)": _consume(_stages, [(m, tok) for m in msgs]),
         "   of 2: special_texts_in over every field": _consume(special_texts_in, fields),
@@ -457,7 +459,7 @@ def bench_k3(cfg: Config, rep: Report, records: Sequence[Record]) -> None:
 def _stages(args: tuple[Record, KimiTokenizer]) -> list[int]:
     """What reconstruct_output_ids does for a plain turn, stage by stage (no logprobs, no Reconstruction)."""
     msg, tok = args
-    rendered = render_turn(as_turn(msg))
+    rendered = render_turn_with_flags(as_turn(msg))
     return tok.encode_with_specials(rendered.text, rendered.special_texts)
 
 
@@ -677,6 +679,19 @@ def bench_fast_tokenizer(cfg: Config, rep: Report) -> None:
     rep.data["fast_tokenizer"] = result
 
 
+def bench_startup(cfg: Config, rep: Report) -> None:
+    """``kimi-recon --help`` and ``import kimi_recon`` against a bare interpreter (see :mod:`benchmarks.startup`)."""
+    rep.section("start-up: the command line and the package import")
+    from benchmarks import startup
+
+    result = startup.measure(3 if cfg.quick else cfg.rounds)
+    rep.table(["command", "best ms"], [[name, f"{s * 1000:.1f}"] for name, s in result["best_s"].items()])
+    rep.line(f"import kimi_recon / python -c pass: {result['import_ratio']:.2f}x, best of {result['rounds']} interleaved rounds")
+    ratio = result["help_ratio"]
+    rep.target("kimi-recon --help / python -c pass", ratio, f"<= {startup.TARGET_RATIO}", ratio <= startup.TARGET_RATIO, "x")
+    rep.data["startup"] = result
+
+
 def run_probe(args: list[str]) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
     if proc.returncode != 0:
@@ -862,7 +877,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,profile,parallel,load,compare,generate,rowwrite,fast,memory,scale")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,profile,parallel,load,compare,generate,rowwrite,fast,startup,memory,scale")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -974,6 +989,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench_row_write(cfg, rep)
         if "fast" not in cfg.skip:
             bench_fast_tokenizer(cfg, rep)
+        if "startup" not in cfg.skip:
+            bench_startup(cfg, rep)
         if "memory" not in cfg.skip:
             bench_memory(cfg, rep, jsonl, jsonl4, n_records)
     if "scale" not in cfg.skip:

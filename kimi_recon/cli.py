@@ -20,12 +20,12 @@ def _tokenizer(args: argparse.Namespace) -> Any:
 
 
 def cmd_audit_tokens(args: argparse.Namespace) -> int:
-    from .audit import audit_ids, audit_special_tokens
+    from .audit import check_token_ids, check_special_tokens
 
     if args.constants:
         check_input(args.constants, "--constants")
     tok = _tokenizer(args)
-    reports = [audit_special_tokens(tok, profile=args.profile)]
+    reports = [check_special_tokens(tok, profile=args.profile)]
     if args.constants:
         with open_input(args.constants) as f:
             try:
@@ -34,7 +34,7 @@ def cmd_audit_tokens(args: argparse.Namespace) -> int:
                 raise InputFileError(f"{args.constants} is not JSON: {err}", field="--constants") from None
         if not isinstance(constants, dict):
             raise KimiReconError(f"{args.constants} must hold a JSON object of NAME: id")
-        reports.append(audit_ids(constants, tok, profile=args.profile))
+        reports.append(check_token_ids(constants, tok, profile=args.profile))
     for report in reports:
         print(report)
     return 0 if all(r.ok for r in reports) else 1

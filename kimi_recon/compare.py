@@ -8,6 +8,7 @@ text gives.
 
 from __future__ import annotations
 
+import enum
 import numbers
 import weakref
 from bisect import bisect_left, bisect_right
@@ -35,6 +36,7 @@ __all__ = [
     "WHITESPACE_DRIFT",
     "Comparison",
     "Kind",
+    "MismatchKind",
     "Region",
     "TokenView",
     "check_ids",
@@ -43,6 +45,24 @@ __all__ = [
     "is_canonical",
 ]
 
+class MismatchKind(str, enum.Enum):
+    """How two id lists differ, from the most benign to the most serious: the one list of the kinds.
+
+    Results carry the plain string values (``Comparison.kind == "exact"``, what rows and reports write);
+    ``MismatchKind(comparison.kind)`` gives the member. The constants below, :data:`KINDS` and the
+    :data:`Kind` type are derived from (or tested against) this enum.
+    """
+
+    EXACT = "exact"
+    NON_CANONICAL_BPE = "non_canonical_bpe"
+    WHITESPACE_DRIFT = "whitespace_drift"
+    REASONING_MISSING = "reasoning_missing"
+    SPECIAL_TOKEN_MISMATCH = "special_token_mismatch"
+    TOOL_CALL_FORMAT = "tool_call_format"
+    TEXT_MISMATCH = "text_mismatch"
+
+
+#: The type of a kind for type checkers; tests/test_mismatch_kinds.py checks it lists the enum's values in order.
 Kind = Literal[
     "exact",
     "non_canonical_bpe",
@@ -53,13 +73,13 @@ Kind = Literal[
     "text_mismatch",
 ]
 
-EXACT: Final = "exact"
-NON_CANONICAL_BPE: Final = "non_canonical_bpe"
-WHITESPACE_DRIFT: Final = "whitespace_drift"
-REASONING_MISSING: Final = "reasoning_missing"
-SPECIAL_TOKEN_MISMATCH: Final = "special_token_mismatch"
-TOOL_CALL_FORMAT: Final = "tool_call_format"
-TEXT_MISMATCH: Final = "text_mismatch"
+EXACT: Final[Kind] = MismatchKind.EXACT.value
+NON_CANONICAL_BPE: Final[Kind] = MismatchKind.NON_CANONICAL_BPE.value
+WHITESPACE_DRIFT: Final[Kind] = MismatchKind.WHITESPACE_DRIFT.value
+REASONING_MISSING: Final[Kind] = MismatchKind.REASONING_MISSING.value
+SPECIAL_TOKEN_MISMATCH: Final[Kind] = MismatchKind.SPECIAL_TOKEN_MISMATCH.value
+TOOL_CALL_FORMAT: Final[Kind] = MismatchKind.TOOL_CALL_FORMAT.value
+TEXT_MISMATCH: Final[Kind] = MismatchKind.TEXT_MISMATCH.value
 
 #: Every kind, from the most benign to the most serious. :attr:`Comparison.kind` is the most serious
 #: kind of difference found.
@@ -248,7 +268,7 @@ def _canonical_by_bytes(ids: list[int], tok: KimiTokenizer) -> bool:
         try:
             expected += tok.encode(data.decode("utf-8"))
         except UnicodeDecodeError:
-            expected += tok.encoding._encode_bytes(data)
+            expected += tok.encode_bytes(data)
     return expected == ids
 
 

@@ -42,7 +42,7 @@ from . import responses
 from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally
 from ._io import open_input
 from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
-from .errors import InvalidInputError, preview
+from .errors import InvalidInputError, InvalidRecordError, preview
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
@@ -84,14 +84,6 @@ ERROR = "error"
 TokenizerArg = Union[KimiTokenizer, str, "os.PathLike[str]", None]
 RecordsArg = Union[Iterable[Any], str, "os.PathLike[str]"]
 _T = TypeVar("_T")
-
-
-class InvalidRecordError(InvalidInputError):
-    """A dataset record is malformed. ``line`` is its 1-based line in a JSONL file, when it came from one."""
-
-    def __init__(self, message: str, *, field: str | None = None, sample: object = None, line: int | None = None) -> None:
-        super().__init__(message, field=field, sample=sample)
-        self.line = line
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,27 @@
-"""Exceptions raised by kimi-recon.
+"""Every exception and warning kimi-recon raises (the OpenRouter adapter's own: :mod:`kimi_recon.openrouter.errors`).
 
 Every error a user can trigger with bad input derives from :class:`KimiReconError`, so a pipeline can
-catch one type. Errors about input data say which field (and, when known, which sample) was wrong.
+catch one type. Errors about input data say which field (and, when known, which sample) was wrong::
+
+    KimiReconError
+    ├── TokenizerLoadError            a tokenizer directory, file or object cannot be used
+    ├── BundledDataError              a shipped data file is missing or changed
+    ├── UnknownSpecialTokenError      (also KeyError) a special-token text or id not in the registry
+    ├── FastTokenizerError            tokenizer.json cannot be built or exported
+    ├── ServerReportedError           the server sent an error instead of a turn
+    │   ├── GenerationFailedError     ... as finish_reason "error"
+    │   └── openrouter.OpenRouterError   ... or the exchange with OpenRouter failed (adds retryable, retries)
+    └── InvalidInputError             (also ValueError) malformed input: .field, .sample
+        ├── InputFileError            an input file is missing or unreadable
+        ├── OutputFileError           an output cannot be written without destroying data
+        ├── openrouter.OutputLockedError  another process writes the same output
+        ├── InvalidRecordError        a dataset record is malformed: .line
+        ├── LogprobsError             a logprobs entry maps to no single token id
+        └── InvalidTurnError          a malformed assistant turn
+            └── InvalidResponseError  a response that is not one readable turn
+
+    UserWarning
+    └── ReasoningDroppedWarning       reasoning the profile or thinking=False does not render
 """
 
 from __future__ import annotations
@@ -77,6 +97,18 @@ class OutputFileError(InvalidInputError):
     directory, or, for an append-only log, not a regular file. ``field`` names the option."""
 
 
+class InvalidRecordError(InvalidInputError):
+    """A dataset record is malformed. ``line`` is its 1-based line in a JSONL file, when it came from one."""
+
+    def __init__(self, message: str, *, field: str | None = None, sample: object = None, line: int | None = None) -> None:
+        super().__init__(message, field=field, sample=sample)
+        self.line = line
+
+
+class LogprobsError(InvalidInputError):
+    """A logprobs entry cannot be mapped to exactly one token id."""
+
+
 class InvalidTurnError(InvalidInputError):
     """An assistant turn (reasoning, content, tool calls, finish reason) is malformed."""
 
@@ -86,16 +118,16 @@ class InvalidResponseError(InvalidTurnError):
     that are not text). ``field`` names the offending field, ``sample`` the prompt or record."""
 
 
-class ResponseError(KimiReconError):
+class ServerReportedError(KimiReconError):
     """An error reported inside a response instead of a turn: an ``error`` object in the body or in a
-    choice, or ``finish_reason: "error"``.
+    choice (or :class:`GenerationFailedError`, ``finish_reason: "error"``).
 
     ``code`` is the error's code (an HTTP-like int such as 429 or 502, or a name such as
     ``"server_error"``); ``message`` the human text; ``kind`` where it came from (``body`` for a response
-    body; transports add ``stream``, ``http``, ``timeout``, ``connection``); ``prompt_id`` the prompt or
-    record, when known; ``metadata`` the error object's ``metadata``; ``response`` what had arrived;
-    ``retryable`` whether trying again may help; ``retries`` how many times the request had already been
-    retried, when known.
+    body, ``stream`` for a stream; transports add more); ``prompt_id`` the prompt or record, when known;
+    ``metadata`` the error object's ``metadata``; ``response`` what had arrived. Whether trying again may
+    help is a transport's question: :class:`kimi_recon.openrouter.OpenRouterError` adds ``retryable`` and
+    ``retries``.
     """
 
     #: Who reported the error, as the message names it.
@@ -110,8 +142,6 @@ class ResponseError(KimiReconError):
         prompt_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         response: Mapping[str, Any] | None = None,
-        retryable: bool = False,
-        retries: int | None = None,
     ) -> None:
         self.message = message
         self.code = code
@@ -119,8 +149,6 @@ class ResponseError(KimiReconError):
         self.prompt_id = prompt_id
         self.metadata: Mapping[str, Any] = dict(metadata or {})
         self.response = response
-        self.retryable = retryable
-        self.retries = retries
         super().__init__(self._describe())
 
     def _describe(self) -> str:
@@ -137,6 +165,17 @@ class ResponseError(KimiReconError):
             "prompt_id": self.prompt_id,
             "metadata": self.metadata,
             "response": self.response,
-            "retryable": self.retryable,
-            "retries": self.retries,
         }
+
+
+class GenerationFailedError(ServerReportedError):
+    """The generation ended with ``finish_reason: "error"`` (OpenRouter's way to end a failed generation;
+    the provider's code, when any, is ``code``). A passing failure: trying again may help."""
+
+
+class ReasoningDroppedWarning(UserWarning):
+    """The turn had reasoning that this profile or ``thinking=False`` does not render."""
+
+
+#: The name before issue 12 (it sounded like InvalidResponseError, which means "cannot be read"); kept for old code.
+ResponseError = ServerReportedError

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._io import atomic_output
-from .errors import FastTokenizerError, InvalidInputError, OutputFileError
+from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
+from .errors import InvalidInputError, OutputFileError
 from .profiles import get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
 from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
@@ -128,7 +129,7 @@ def _vocab_and_merges(tokenizer: KimiTokenizer) -> tuple[dict[str, int], tuple[s
     known = tokenizer.vocab_sha256 if tokenizer.vocab_sha256 in KNOWN_VOCAB_SHA256 else None
     if known is not None and known in _DERIVED:
         return _DERIVED[known]
-    ranks = tokenizer.encoding._mergeable_ranks
+    ranks = tokenizer.mergeable_ranks
     vocab = {_chars(token): rank for token, rank in sorted(ranks.items(), key=lambda kv: kv[1])}
     # Byte-level characters never include a space, so "left right" is unambiguous in every reader.
     merges = tuple(f"{_chars(a)} {_chars(b)}" for a, b in bpe_merges(ranks))

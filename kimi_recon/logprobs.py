@@ -7,14 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidInputError, preview
+from .errors import LogprobsError as LogprobsError  # defined with the others; importable here as before
 from .tokenizer import KimiTokenizer
 
 # vLLM's ``return_tokens_as_token_ids`` writes tokens as "token_id:123".
 _TOKEN_ID_FORM = re.compile(r"token_id:(\d+)")
-
-
-class LogprobsError(InvalidInputError):
-    """A logprobs entry cannot be mapped to exactly one token id."""
 
 
 def ids_from_logprobs(content: Sequence[Mapping[str, Any]], tokenizer: KimiTokenizer) -> list[int]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile, get_profile
-from .render import RenderedTurn, render_turn
+from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_segments, marker_ids, surrogate_flags
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
@@ -101,7 +101,7 @@ def reconstruct_output_ids(
     prof = get_profile(profile)
     tok = tokenizer_for_profile(tokenizer, prof)
     turn = as_turn(turn)
-    rendered = render_turn(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
+    rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
     flags = list(rendered.flags) + surrogate_flags(rendered.segments)
     ids = encode_rendered(rendered, tok, special_text, prof)
     source: Literal["rendered", "logprobs"] = "rendered"

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import InvalidInputError, preview
+from .errors import ReasoningDroppedWarning as ReasoningDroppedWarning  # defined with the others; importable here as before
 from .k3 import render_k3_turn
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile
@@ -36,10 +37,6 @@ MODEL_TOOL_CALL_ID = re.compile(r"functions\.(?P<name>.+):(?P<index>\d+)")
 _KNOWN_SPECIAL_TEXTS = frozenset(SPECIAL_TOKENS.texts())
 
 
-class ReasoningDroppedWarning(UserWarning):
-    """The turn had reasoning that this profile or ``thinking=False`` does not render."""
-
-
 def check_stop(profile: ChatProfile, stop: str | None) -> str:
     """``stop``, or the profile's stop token when None; refuses an end the profile does not know."""
     if stop is None:
@@ -55,7 +52,7 @@ def model_tool_call_id(name: str, index: int) -> str:
     return f"functions.{name}:{index}"
 
 
-def render_turn(
+def render_turn_with_flags(
     turn: AssistantTurn | Mapping[str, Any] | Any,
     profile: str | ChatProfile = "kimi-k2.5",
     thinking: bool = True,
@@ -152,8 +149,12 @@ def render_assistant_turn(
     ``functions.NAME:IDX``, counting from ``call_index_offset`` (the number of tool calls earlier in the
     conversation). Reasoning that is not rendered raises a :class:`ReasoningDroppedWarning`.
     """
-    rendered = render_turn(turn, profile, thinking, call_index_offset=call_index_offset, stop=stop)
+    rendered = render_turn_with_flags(turn, profile, thinking, call_index_offset=call_index_offset, stop=stop)
     for flag in rendered.flags:
         if flag.code == "reasoning_dropped":
             warnings.warn(flag.message, ReasoningDroppedWarning, stacklevel=2)
     return rendered.text
+
+
+#: The name before issue 12 (it did not say how it differs from render_assistant_turn); kept for old code.
+render_turn = render_turn_with_flags

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
 
-from .errors import InvalidResponseError, ResponseError, preview
+from .errors import GenerationFailedError, InvalidResponseError, ServerReportedError, preview
 from .models import FINISH_REASONS, AssistantTurn, ToolCall
 from .render import MODEL_TOOL_CALL_ID, model_tool_call_id
 
@@ -33,7 +33,6 @@ __all__ = [
     "error_from_object",
     "finish_reason_error",
     "is_model_call_id",
-    "is_retryable_code",
     "replace_foreign_call_ids",
     "to_plain",
     "turn_from_response",
@@ -48,9 +47,6 @@ _HIDDEN_REASONING = frozenset({"reasoning.summary", "reasoning.encrypted"})
 #: The fields of an assistant message that hold what the model generated. A mapping with none of them
 #: (and no ``choices``/``message``) is not a turn: reading it as an empty one would be a silent wrong answer.
 MESSAGE_FIELDS: tuple[str, ...] = ("content", "reasoning", "reasoning_content", "reasoning_details", "tool_calls")
-
-#: ``error.code`` strings (besides numeric HTTP-like codes) worth another attempt.
-_RETRYABLE_CODE_NAMES = frozenset({"server_error", "timeout", "rate_limit_exceeded", "overloaded", "incomplete_stream"})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -96,19 +92,10 @@ def replace_foreign_call_ids(turn: AssistantTurn, call_index_offset: int | None 
 # Errors carried inside responses
 
 
-def is_retryable_code(code: object) -> bool:
-    """True for codes that describe a passing condition: 408, 429, 5xx, or a known transient name."""
-    if isinstance(code, str) and code.isdigit():
-        code = int(code)
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code in (408, 429) or code >= 500
-    return isinstance(code, str) and code in _RETRYABLE_CODE_NAMES
-
-
 def error_from_object(
     error: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
-) -> ResponseError:
-    """A :class:`ResponseError` from an ``{"code", "message", "metadata"}`` error object (OpenRouter's
+) -> ServerReportedError:
+    """A :class:`ServerReportedError` from an ``{"code", "message", "metadata"}`` error object (OpenRouter's
     and OpenAI's shape; anything else becomes the message)."""
     code: int | str | None = None
     message: str
@@ -123,29 +110,27 @@ def error_from_object(
         metadata = raw_metadata if isinstance(raw_metadata, Mapping) else None
     else:
         message = str(error)
-    return ResponseError(
+    return ServerReportedError(
         message,
         code=code,
         kind=kind,
         prompt_id=None if sample is None else str(sample),
         metadata=metadata,
         response=response,
-        retryable=is_retryable_code(code),
     )
 
 
 def finish_reason_error(
     native: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
-) -> ResponseError:
-    """The :class:`ResponseError` a ``finish_reason: "error"`` stands for: OpenRouter ends a failed
+) -> GenerationFailedError:
+    """The :class:`GenerationFailedError` a ``finish_reason: "error"`` stands for: OpenRouter ends a failed
     generation that way, with the provider's code (when any) in ``native_finish_reason``."""
-    return ResponseError(
+    return GenerationFailedError(
         f"{'stream' if kind == 'stream' else 'generation'} ended with finish_reason 'error'",
         code=native if isinstance(native, (int, str)) else None,
         kind=kind,
         prompt_id=None if sample is None else str(sample),
         response=response,
-        retryable=True,
     )
 
 
@@ -251,7 +236,7 @@ def turn_from_response(
 
     ``lenient=False`` (the default) reads a response as it came off the wire, exact or loud: an
     ``error`` object (top level or in the choice) or ``finish_reason: "error"`` raises
-    :class:`~kimi_recon.errors.ResponseError`; a turn with neither content nor tool calls nor reasoning,
+    :class:`~kimi_recon.errors.ServerReportedError`; a turn with neither content nor tool calls nor reasoning,
     tool-call arguments that are not the text the model wrote, and non-function tool calls are refused;
     ``reasoning_details`` are read (text entries, or a
     summary/encrypted blob that marks the reasoning incomplete); ``native_finish_reason`` can turn the

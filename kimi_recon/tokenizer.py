@@ -130,6 +130,50 @@ def _encode_in_official_chunks(text: str, encode_piece: Callable[[str], list[int
     return ids
 
 
+# --- tiktoken adapter -----------------------------------------------------------------------------
+# tiktoken keeps the ranks, the split regex and the special-token table of an Encoding in private
+# attributes, and its bytes encoder is private too. Every read of them in this package goes through
+# the four functions below, and tests/test_tiktoken_adapter.py checks each against a fresh Encoding,
+# so a tiktoken that renamed or reshaped one fails there (and here with a TokenizerLoadError naming it),
+# not as a wrong id. pyproject caps tiktoken below the next minor for the same reason.
+
+#: The private attributes of ``tiktoken.Encoding`` this package reads.
+TIKTOKEN_INTERNALS = ("_mergeable_ranks", "_special_tokens", "_pat_str", "_encode_bytes")
+
+
+def _tiktoken_internal(encoding: tiktoken.Encoding, name: str) -> Any:
+    try:
+        return getattr(encoding, name)
+    except AttributeError:
+        raise TokenizerLoadError(
+            f"tiktoken {getattr(tiktoken, '__version__', '?')} has no Encoding.{name}: kimi-recon reads it to "
+            "rebuild the Kimi vocab; install a tiktoken this release supports (see pyproject.toml)"
+        ) from None
+
+
+def encoding_ranks(encoding: tiktoken.Encoding) -> Mapping[bytes, int]:
+    """Token bytes -> rank of ``encoding``'s BPE vocabulary (special tokens excluded)."""
+    ranks: Mapping[bytes, int] = _tiktoken_internal(encoding, "_mergeable_ranks")
+    return ranks
+
+
+def encoding_special_tokens(encoding: tiktoken.Encoding) -> dict[str, int]:
+    """Special-token text -> id of ``encoding`` (a copy)."""
+    return dict(_tiktoken_internal(encoding, "_special_tokens"))
+
+
+def encoding_pat_str(encoding: tiktoken.Encoding) -> str:
+    """The split regex ``encoding`` was built with."""
+    pat_str: str = _tiktoken_internal(encoding, "_pat_str")
+    return pat_str
+
+
+def encoding_encode_bytes(encoding: tiktoken.Encoding, data: bytes) -> list[int]:
+    """Ids of raw bytes that need not be valid UTF-8 (special-token text is ordinary text here)."""
+    ids: list[int] = _tiktoken_internal(encoding, "_encode_bytes")(data)
+    return ids
+
+
 class KimiTokenizer:
     """Encode and decode exactly as Moonshot's official Kimi tokenizer does."""
 
@@ -149,7 +193,7 @@ class KimiTokenizer:
         self.model_config: Mapping[str, Any] = dict(model_config or {})
         self.source = source
         self.vocab_sha256 = vocab_sha256
-        self._special = dict(encoding._special_tokens)
+        self._special = encoding_special_tokens(encoding)
         self._special_by_id = {v: k for k, v in self._special.items()}
         # encode_with_specials may trust a scan for special texts only if every one has a scannable shape.
         self._specials_scannable = all(SPECIAL_TEXT_SHAPE.fullmatch(t) for t in self._special)
@@ -170,6 +214,11 @@ class KimiTokenizer:
     def encoding(self) -> tiktoken.Encoding:
         """The underlying tiktoken encoding (Kimi ranks, split regex and special tokens)."""
         return self._encoding
+
+    @property
+    def mergeable_ranks(self) -> Mapping[bytes, int]:
+        """Token bytes -> id of the BPE vocabulary (special tokens excluded)."""
+        return encoding_ranks(self._encoding)
 
     @property
     def vocab_size(self) -> int:
@@ -234,13 +283,17 @@ class KimiTokenizer:
         """The raw bytes of ``ids``; special ids give their text's UTF-8."""
         return self._encoding.decode_bytes(self._checked(ids))
 
+    def encode_bytes(self, data: bytes) -> list[int]:
+        """Ids of raw bytes that need not be valid UTF-8, special-token text encoded as ordinary text."""
+        return encoding_encode_bytes(self._encoding, data)
+
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one id."""
         return self._encoding.decode_single_token_bytes(self._checked([token_id])[0])
 
     @functools.cached_property
     def _id_by_bytes(self) -> dict[bytes, int]:
-        table = dict(self._encoding._mergeable_ranks)
+        table = dict(self.mergeable_ranks)
         table.update((text.encode("utf-8"), tid) for text, tid in self._special.items())
         return table
 
@@ -321,7 +374,7 @@ def _load_bundled_k3() -> KimiTokenizer:
     k25 = _load_bundled()
     registry = registry_named("kimi-k3")
     added = {t.id: AddedToken(t.id, t.text, t.special) for t in registry.named()}
-    encoding = build_encoding(dict(k25.encoding._mergeable_ranks), added, name="kimi:k3")
+    encoding = build_encoding(dict(k25.mergeable_ranks), added, name="kimi:k3")
     return KimiTokenizer(encoding, added_tokens=added, source=BUNDLED_K3, vocab_sha256=k25.vocab_sha256)
 
 
@@ -488,14 +541,14 @@ def _load_hf_object(obj: object, *, verify_hash: bool) -> KimiTokenizer:
         return tok
     model = getattr(obj, "model", None)
     if isinstance(model, tiktoken.Encoding):
-        ranks = model._mergeable_ranks
+        ranks = dict(encoding_ranks(model))
         digest = hashlib.sha256(b"".join(base64.b64encode(t) + b" " + str(r).encode() + b"\n" for t, r in sorted(ranks.items(), key=lambda kv: kv[1]))).hexdigest()
         if verify_hash and digest not in KNOWN_VOCAB_SHA256:
             raise TokenizerLoadError(f"the tokenizer object's vocab has sha256 {digest}, which is not a known Kimi vocab")
         encoding = tiktoken.Encoding(
-            name=model.name, pat_str=model._pat_str, mergeable_ranks=ranks, special_tokens=dict(model._special_tokens)
+            name=model.name, pat_str=encoding_pat_str(model), mergeable_ranks=ranks, special_tokens=encoding_special_tokens(model)
         )
-        if encoding._pat_str != KIMI_PAT_STR:
+        if encoding_pat_str(encoding) != KIMI_PAT_STR:
             raise TokenizerLoadError("the tokenizer object's split regex is not Kimi's")
         template = getattr(obj, "chat_template", None)
         return KimiTokenizer(

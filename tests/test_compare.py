@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kimi_recon import AssistantTurn, InvalidInputError, KimiTokenizer, ToolCall, load_tokenizer
+from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall, load_tokenizer
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.compare import (
     BENIGN_KINDS,
     KINDS,

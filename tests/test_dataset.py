@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from kimi_recon import InvalidInputError, load_tokenizer
+from extras import require
+from kimi_recon import load_tokenizer
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.compare import KINDS, NON_CANONICAL_BPE, SPECIAL_TOKEN_MISMATCH, TEXT_MISMATCH
 from kimi_recon.dataset import (
     ERROR,
@@ -269,7 +271,7 @@ def test_record_overrides_and_bad_options_are_reported_per_record() -> None:
 
 
 def test_per_record_function_runs_under_datasets_map_with_two_processes() -> None:
-    datasets = pytest.importorskip("datasets")
+    datasets = require("datasets")
     # Arrow needs one type per column: keep turns whose tool-call arguments are strings.
     rows = [
         {"id": str(i), "turn": copy.deepcopy(t["turn"]), "output_ids": t["output_ids"], "thinking": t["thinking"]}
@@ -285,7 +287,7 @@ def test_per_record_function_runs_under_datasets_map_with_two_processes() -> Non
 
 
 def test_audit_batch_accepts_numpy_columns_as_ray_gives_them() -> None:
-    np = pytest.importorskip("numpy")
+    np = require("numpy")
     rows = [record(i) for i in range(3)]
     batch = {
         "response": np.array([r["response"] for r in rows], dtype=object),

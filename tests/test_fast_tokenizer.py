@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tokenizers
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from conftest import GOLDEN, OFFICIAL, read_jsonl
+from extras import require
 from kimi_recon import KimiTokenizer, build_training_sample, cli, load_tokenizer, render_prompt
 from kimi_recon.fast_tokenizer import (
     EXPORT_FILES,
@@ -29,9 +29,11 @@ from kimi_recon.fast_tokenizer import (
 )
 from kimi_recon.errors import OutputFileError
 from kimi_recon.k3_prompt import k3_prompt_segments
-from kimi_recon.render import render_assistant_turn, render_turn
+from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.segments import Segment
 from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS, SpecialTokenRegistry
+
+tokenizers = require("tokenizers")  # the whole module is about the export it builds
 
 K25_CONFIG = Path(__file__).parent.parent / "kimi_recon" / "data" / "k2.5" / "tokenizer_config.json"
 
@@ -76,7 +78,7 @@ def test_token_that_bpe_cannot_reach_is_refused() -> None:
 
 
 def test_every_kimi_token_is_one_merge_of_two_lower_ranked_tokens(tok: KimiTokenizer, export_dir: Path) -> None:
-    ranks = tok.encoding._mergeable_ranks
+    ranks = tok.mergeable_ranks
     to_byte = {ch: b for b, ch in byte_to_unicode().items()}
     exported = json.loads((export_dir / "tokenizer.json").read_text(encoding="utf-8"))["model"]["merges"]
     merges = [tuple(bytes(to_byte[ch] for ch in part) for part in m.split(" ")) for m in exported]
@@ -198,7 +200,7 @@ def test_k3_export_encodes_dev_turns_per_segment_like_official(
     prompt = k3_prompt_segments(
         case["messages"], case["tools"], thinking=case["thinking"], thinking_effort=case["thinking_effort"], tool_choice=case["tool_choice"]
     )
-    output = render_turn(case["turn"], "kimi-k3", case["thinking"]).segments
+    output = render_turn_with_flags(case["turn"], "kimi-k3", case["thinking"]).segments
     assert _per_segment(fast_k3, fast_ordinary, prompt) == case["prompt_ids"]
     assert _per_segment(fast_k3, fast_ordinary, output) == case["output_ids"]
     assert fast_k3.decode(case["prompt_ids"] + case["output_ids"], skip_special_tokens=False) == case["prompt"] + case["output"]
@@ -214,7 +216,7 @@ def test_k3_export_names_the_k3_slots(fast_k3: tokenizers.Tokenizer) -> None:
 
 
 def test_k3_export_loads_in_transformers_with_k3_names(tmp_path: Path, tok: KimiTokenizer) -> None:
-    from transformers import PreTrainedTokenizerFast
+    PreTrainedTokenizerFast = require("transformers").PreTrainedTokenizerFast
 
     export_tokenizer(tmp_path, "kimi-k3", tok)
     hf = PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
@@ -315,7 +317,7 @@ def test_unknown_profile_names_the_field() -> None:
 
 @pytest.fixture(scope="session")
 def hf_tokenizer(export_dir: Path) -> Any:
-    from transformers import PreTrainedTokenizerFast
+    PreTrainedTokenizerFast = require("transformers").PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast.from_pretrained(str(export_dir))
 

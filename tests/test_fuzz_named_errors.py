@@ -18,6 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kimi_recon
+import kimi_recon.audit
+import kimi_recon.chat_template
+import kimi_recon.compare
+import kimi_recon.dataset
+import kimi_recon.logprobs
+import kimi_recon.profiles
+import kimi_recon.render
+import kimi_recon.tool_declaration
 from kimi_recon import KimiReconError, load_tokenizer
 from kimi_recon.cli import main as cli_main
 
@@ -120,7 +128,7 @@ tool = st.fixed_dictionaries(
                                                "parameters": _maybe(st.just({"type": "object", "properties": {"a": {"type": "string"}}}))}))}
 )  # fmt: skip
 tools = st.one_of(st.none(), _maybe(st.lists(tool, max_size=2)), st.lists(tool, max_size=2).map(lambda v: json.dumps(v, default=repr)))
-profiles = _maybe(st.sampled_from(list(kimi_recon.PROFILES)))
+profiles = _maybe(st.sampled_from(list(kimi_recon.profiles.PROFILES)))
 offsets = _maybe(st.integers(0, 5))
 id_lists = _maybe(st.lists(st.one_of(st.integers(0, TOK.vocab_size - 1), st.sampled_from([163586, 163607, 163595])), max_size=12))
 
@@ -158,7 +166,7 @@ def test_reconstruct_output_ids_raises_only_named_errors_and_its_ids_are_the_ren
 def test_turn_from_response_and_render_turn_raise_only_named_errors(turn: Any, lenient: bool, choice: Any, finish: Any) -> None:
     parsed = named(kimi_recon.turn_from_response, turn, lenient=lenient, choice=choice, finish_reason=finish)
     if parsed is not None:
-        named(kimi_recon.render_turn, parsed)
+        named(kimi_recon.render.render_turn_with_flags, parsed)
 
 
 @fuzz
@@ -192,22 +200,22 @@ def _calls_in(msgs: Any) -> int:
 def test_render_prompt_and_render_chat_template_raise_only_named_errors(msgs: Any, tool_list: Any, profile: Any, thinking: bool, template: Any) -> None:
     named(kimi_recon.render_prompt, msgs, tool_list, profile, thinking, template=template)
     if isinstance(template, str):
-        named(kimi_recon.render_chat_template, template, msgs, tools=tool_list)
-    named(kimi_recon.render_tools_declaration, tool_list)
+        named(kimi_recon.chat_template.render_chat_template, template, msgs, tools=tool_list)
+    named(kimi_recon.tool_declaration.render_tools_declaration, tool_list)
 
 
 @fuzz
 @given(id_lists, id_lists)
 def test_compare_ids_and_is_canonical_raise_only_named_errors(a: Any, b: Any) -> None:
     named(kimi_recon.compare_ids, a, b, TOK)
-    named(kimi_recon.is_canonical, a, TOK)
+    named(kimi_recon.compare.is_canonical, a, TOK)
 
 
 @fuzz
 @given(_maybe(st.lists(logprob_entry, max_size=4)), hostile)
 def test_ids_from_logprobs_raises_only_named_errors(content: Any, other: Any) -> None:
-    named(kimi_recon.ids_from_logprobs, content, TOK)
-    named(kimi_recon.ids_from_logprobs, [{"token": "x", "bytes": other}], TOK)
+    named(kimi_recon.logprobs.ids_from_logprobs, content, TOK)
+    named(kimi_recon.logprobs.ids_from_logprobs, [{"token": "x", "bytes": other}], TOK)
 
 
 @fuzz
@@ -223,10 +231,10 @@ def test_tokenizer_methods_raise_only_named_errors(value: Any, ids: Any, text: A
 @fuzz
 @given(_maybe(st.dictionaries(st.one_of(st.sampled_from(["IM_END_TOKEN_ID", "EOS", "THINK_END"]), keys), _maybe(st.integers(0, 200_000)), max_size=3)), st.one_of(st.none(), profiles))
 def test_special_token_audits_raise_only_named_errors(constants: Any, profile: Any) -> None:
-    named(kimi_recon.audit_ids, constants, TOK, profile=profile)
-    named(kimi_recon.audit_special_tokens, TOK, profile=profile)
+    named(kimi_recon.check_token_ids, constants, TOK, profile=profile)
+    named(kimi_recon.check_special_tokens, TOK, profile=profile)
     with contextlib.suppress(AssertionError):  # it asserts by design when the constants are wrong
-        named(kimi_recon.assert_special_tokens_ok, TOK, constants, profile=profile)
+        named(kimi_recon.audit.assert_special_tokens_ok, TOK, constants, profile=profile)
 
 
 record = st.one_of(
@@ -244,7 +252,7 @@ def test_dataset_functions_raise_only_named_errors_and_keep_every_record(records
     audit = named(kimi_recon.audit_dataset, records, TOK, progress=False)
     if audit is not None:
         assert audit.total == len(records)
-    rebuilt = named(lambda: list(kimi_recon.reconstruct_records(records, TOK)))
+    rebuilt = named(lambda: list(kimi_recon.dataset.reconstruct_records(records, TOK)))
     if rebuilt is not None:
         assert len(rebuilt) == len(records)
 

@@ -9,18 +9,9 @@ from typing import Any
 import pytest
 from conftest import GOLDEN, read_jsonl
 
-from kimi_recon import (
-    AssistantTurn,
-    InvalidInputError,
-    KimiTokenizer,
-    ToolCall,
-    build_training_sample,
-    load_tokenizer,
-    reconstruct_output_ids,
-    render_assistant_turn,
-    render_prompt,
-)
-from kimi_recon.render import render_turn
+from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall, build_training_sample, load_tokenizer, reconstruct_output_ids, render_assistant_turn, render_prompt
+from kimi_recon.errors import InvalidInputError
+from kimi_recon.render import render_turn_with_flags
 
 K3_DEV = GOLDEN / "official-k3-dev"
 CLEAN = read_jsonl(K3_DEV / "turns.jsonl")
@@ -96,27 +87,27 @@ def test_k3_thinking_off_starts_at_the_content() -> None:
 
 
 def test_k3_whitespace_reasoning_is_not_written_and_flagged() -> None:
-    rendered = render_turn(AssistantTurn(reasoning=" \n", content="c"), "kimi-k3")
+    rendered = render_turn_with_flags(AssistantTurn(reasoning=" \n", content="c"), "kimi-k3")
     assert rendered.text.startswith("<|close|>think<|sep|>")
     assert rendered.has_flag("reasoning_dropped")
 
 
 def test_k3_server_call_ids_are_not_flagged_and_not_written() -> None:
     turn = AssistantTurn(tool_calls=(ToolCall("call_abc123", "f", "{}"), ToolCall(None, "g", "")), finish_reason="tool_calls")
-    rendered = render_turn(turn, "kimi-k3")
+    rendered = render_turn_with_flags(turn, "kimi-k3")
     assert "call_abc123" not in rendered.text
     assert not {"foreign_tool_call_id", "generated_tool_call_id"} & {f.code for f in rendered.flags}
     assert '<|open|>call tool="f" index="1"<|sep|><|close|>call<|sep|><|open|>call tool="g" index="2"<|sep|><|close|>call<|sep|>' in rendered.text
 
 
 def test_k3_non_json_arguments_become_a_json_block() -> None:
-    rendered = render_turn(AssistantTurn(tool_calls=(ToolCall(None, "f", "not json {"),)), "kimi-k3")
+    rendered = render_turn_with_flags(AssistantTurn(tool_calls=(ToolCall(None, "f", "not json {"),)), "kimi-k3")
     assert '<|open|>json type="object"<|sep|>not json {<|close|>json<|sep|>' in rendered.text
     assert rendered.has_flag("arguments_not_json")
 
 
 def test_k3_json_that_is_not_an_object_is_a_flagged_json_block() -> None:
-    rendered = render_turn(AssistantTurn(tool_calls=(ToolCall(None, "f", "[1, 2]"),)), "kimi-k3")
+    rendered = render_turn_with_flags(AssistantTurn(tool_calls=(ToolCall(None, "f", "[1, 2]"),)), "kimi-k3")
     assert '<|open|>json type="object"<|sep|>[1, 2]<|close|>json<|sep|>' in rendered.text
     assert rendered.has_flag("arguments_not_object")
 
@@ -140,7 +131,7 @@ def test_k3_attribute_values_are_escaped() -> None:
 
 def test_k3_truncated_turn_has_no_closing_tags() -> None:
     turn = AssistantTurn(reasoning="r", content="partial", finish_reason="length")
-    rendered = render_turn(turn, "kimi-k3")
+    rendered = render_turn_with_flags(turn, "kimi-k3")
     assert rendered.text == "r<|close|>think<|sep|><|open|>response<|sep|>partial"
     assert rendered.has_flag("truncated")
 
@@ -151,7 +142,7 @@ def test_k3_turn_cut_inside_reasoning_is_only_reasoning() -> None:
 
 def test_k3_truncated_tool_call_turn_leaves_the_tools_block_open() -> None:
     turn = AssistantTurn(content="c", tool_calls=(ToolCall(None, "f", "{}"),), finish_reason="length")
-    rendered = render_turn(turn, "kimi-k3", thinking=False)
+    rendered = render_turn_with_flags(turn, "kimi-k3", thinking=False)
     assert rendered.text.endswith('<|open|>call tool="f" index="1"<|sep|><|close|>call<|sep|>')
     assert rendered.has_flag("truncated_tool_calls")
 

@@ -16,15 +16,8 @@ from conftest import DATA
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kimi_recon import (
-    AssistantTurn,
-    KimiTokenizer,
-    ToolCall,
-    build_training_sample,
-    load_tokenizer,
-    reconstruct_output_ids,
-    render_turn,
-)
+from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall, build_training_sample, load_tokenizer, reconstruct_output_ids
+from kimi_recon.render import render_turn_with_flags
 from kimi_recon.profiles import get_profile
 from kimi_recon.segments import encode_segments
 from kimi_recon.special_tokens import SPECIAL_TOKENS
@@ -135,7 +128,7 @@ def test_k3_output_ids_equal_an_independent_segment_encode(drawn: tuple[Assistan
 @given(turns())
 def test_k3_special_text_in_any_field_is_flagged_as_ordinary(drawn: tuple[AssistantTurn, list[Any]]) -> None:
     turn, _ = drawn
-    flagged = {f.field for f in render_turn(turn, "kimi-k3").flags if f.code == "special_text_in_field"}
+    flagged = {f.field for f in render_turn_with_flags(turn, "kimi-k3").flags if f.code == "special_text_in_field"}
     holds = {"reasoning": turn.reasoning if (turn.reasoning or "").strip() else "", "content": turn.content}
     for field, value in holds.items():
         assert (field in flagged) == any(t in (value or "") for t in SPECIAL_TEXTS)
@@ -222,7 +215,7 @@ def test_k2_per_profile_encoder_equals_one_encode(
 ) -> None:
     tok: KimiTokenizer = load_tokenizer()
     turn = AssistantTurn(reasoning=reasoning, content=content, tool_calls=tuple(ToolCall(i, n, a) for i, n, a in calls))
-    rendered = render_turn(turn, profile, thinking)
+    rendered = render_turn_with_flags(turn, profile, thinking)
     assert encode_segments(rendered.segments, tok, get_profile(profile)) == tok.encode(rendered.text)
 
 
@@ -230,5 +223,5 @@ def test_k2_per_profile_encoder_on_long_text_equals_one_encode() -> None:
     # Long enough for the official chunking (runs over 25,000 characters, cut where one encode cuts them).
     tok = load_tokenizer()
     for content in ("a" * 30_000 + "<|im_end|>" + "b" * 30_000, " " * 26_000 + "x", "y" * 24_990 + "</think>" + "z" * 20):
-        rendered = render_turn(AssistantTurn(reasoning="r" * 100, content=content), "kimi-k2.5")
+        rendered = render_turn_with_flags(AssistantTurn(reasoning="r" * 100, content=content), "kimi-k2.5")
         assert encode_segments(rendered.segments, tok, get_profile("kimi-k2.5")) == tok.encode(rendered.text)

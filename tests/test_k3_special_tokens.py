@@ -10,14 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
-from kimi_recon import (
-    SPECIAL_TOKENS,
-    KimiTokenizer,
-    SpecialTokenRegistry,
-    TokenizerLoadError,
-    load_tokenizer,
-)
-from kimi_recon.audit import audit_ids, audit_special_tokens
+from kimi_recon import SPECIAL_TOKENS, KimiTokenizer, load_tokenizer
+from kimi_recon.errors import TokenizerLoadError
+from kimi_recon.special_tokens import SpecialTokenRegistry
+from kimi_recon.audit import check_token_ids, check_special_tokens
 
 K3_NAMED = json.loads((DATA / "k3_special_tokens.json").read_text(encoding="utf-8"))["tokens"]
 K3 = SpecialTokenRegistry.for_profile("kimi-k3")
@@ -42,24 +38,24 @@ def test_for_profile_picks_the_profile_table(profile: str, table: str) -> None:
 
 def test_k3_tokenizer_passes_the_k3_audit_and_fails_the_k25_one() -> None:
     k3 = load_tokenizer(profile="kimi-k3")
-    report = audit_special_tokens(k3, profile="kimi-k3")
+    report = check_special_tokens(k3, profile="kimi-k3")
     assert report.ok and report.checked == 256, str(report)
-    assert not audit_special_tokens(k3, profile="kimi-k2.5").ok
-    assert not audit_special_tokens(load_tokenizer(), profile="kimi-k3").ok
+    assert not check_special_tokens(k3, profile="kimi-k2.5").ok
+    assert not check_special_tokens(load_tokenizer(), profile="kimi-k3").ok
 
 
 def test_audit_without_profile_checks_against_the_tokenizer_own_table() -> None:
-    assert "kimi-k3 table" in audit_special_tokens(load_tokenizer(profile="kimi-k3")).subject
+    assert "kimi-k3 table" in check_special_tokens(load_tokenizer(profile="kimi-k3")).subject
 
 
 def test_k25_im_end_constant_checked_against_k3_says_what_163586_is_there() -> None:
-    report = audit_ids({"IM_END_TOKEN_ID": 163586}, profile="kimi-k3")
+    report = check_token_ids({"IM_END_TOKEN_ID": 163586}, profile="kimi-k3")
     assert report.ok
     assert report.notes == ("IM_END_TOKEN_ID = 163586 is <|end_of_msg|> in kimi-k3 (K2.5's <|im_end|>); the id is right, the name is K2.5's",)
 
 
 def test_k25_think_end_constant_is_a_problem_in_k3() -> None:
-    report = audit_ids({"THINK_END_TOKEN_ID": 163607}, profile="kimi-k3")
+    report = check_token_ids({"THINK_END_TOKEN_ID": 163607}, profile="kimi-k3")
     assert report.problems == (
         "THINK_END_TOKEN_ID = 163607 means K2.5's </think>, which kimi-k3 does not have: id 163607 is "
         "<|reserved_token_163607|> there; K3 writes <|close|>think<|sep|> instead",
@@ -78,13 +74,13 @@ def test_k25_think_end_constant_is_a_problem_in_k3() -> None:
     ],
 )
 def test_k3_constants_are_read_in_the_k3_table(constants: dict[str, int], ok: bool) -> None:
-    assert audit_ids(constants, profile="kimi-k3").ok is ok
+    assert check_token_ids(constants, profile="kimi-k3").ok is ok
 
 
 def test_k3_tokenizer_decodes_k3_names(tok: KimiTokenizer) -> None:
     k3 = load_tokenizer(profile="kimi-k3")
     assert k3.decode([163587, 2778, 163589]) == "<|open|>message<|sep|>"
-    assert k3.encoding._mergeable_ranks == tok.encoding._mergeable_ranks  # the same vocab
+    assert k3.mergeable_ranks == tok.mergeable_ranks  # the same vocab
 
 
 def test_a_k3_tokenizer_directory_loads_with_k3_names(tokenizer_dir: Path) -> None:
@@ -94,7 +90,7 @@ def test_a_k3_tokenizer_directory_loads_with_k3_names(tokenizer_dir: Path) -> No
     path.write_text(json.dumps(config), encoding="utf-8")
     tok = load_tokenizer(tokenizer_dir)
     assert tok.special_tokens["<|end_of_msg|>"] == 163586
-    assert audit_special_tokens(tok).ok
+    assert check_special_tokens(tok).ok
 
 
 def test_a_mixed_k25_k3_directory_is_refused(tokenizer_dir: Path) -> None:

@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import OFFICIAL, read_jsonl
-from kimi_recon import InvalidInputError, KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
+from extras import require
+from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.cli import main
 from kimi_recon.dataset import audit_record, reconstruct_record
 from kimi_recon.record_options import parse_options
@@ -57,7 +59,7 @@ def test_thinking_false_as_text_is_an_error_row_in_build_samples_and_reconstruct
 
 
 def test_numpy_bool_thinking_from_arrow_batches_is_a_bool() -> None:
-    np = pytest.importorskip("numpy")
+    np = require("numpy")
     assert parse_options({"thinking": np.bool_(False)}).thinking is False
 
 
@@ -110,7 +112,7 @@ def test_tools_that_are_not_a_list_of_objects_are_refused(value: object, message
 
 
 def _arrow_round_trip(tool_lists: list[Any]) -> list[Any]:
-    datasets = pytest.importorskip("datasets")
+    datasets = require("datasets")
     return list(datasets.Dataset.from_list([{"tools": tools} for tools in tool_lists])["tools"])
 
 

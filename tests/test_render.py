@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from conftest import OFFICIAL, read_jsonl
-from kimi_recon import AssistantTurn, InvalidInputError, InvalidTurnError, KimiTokenizer, ToolCall
-from kimi_recon.render import ReasoningDroppedWarning, render_assistant_turn, render_turn
+from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall
+from kimi_recon.errors import InvalidInputError, InvalidTurnError
+from kimi_recon.render import ReasoningDroppedWarning, render_assistant_turn, render_turn_with_flags
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.responses import as_turn, turn_from_response
 
@@ -34,7 +35,7 @@ def test_render_and_ids_match_official(tok: KimiTokenizer, case: dict[str, Any])
 def test_special_text_inside_fields_is_flagged(tok: KimiTokenizer, case: dict[str, Any]) -> None:
     turn = as_turn(case["turn"])
     result = reconstruct_output_ids(turn, tok, thinking=case["thinking"])
-    rendered = render_turn(turn, thinking=case["thinking"])
+    rendered = render_turn_with_flags(turn, thinking=case["thinking"])
     field_texts = "".join(s.text for s in rendered.segments if not s.is_marker)
     has_special = any(t in field_texts for t in tok.special_tokens)
     assert result.has_flag("special_text_in_field") == has_special
@@ -73,7 +74,7 @@ def test_k25_layout() -> None:
 def test_truncated_turn_has_no_im_end() -> None:
     turn = AssistantTurn(reasoning="r", content="partial answ", finish_reason="length")
     assert render_assistant_turn(turn) == "r</think>partial answ"
-    assert render_turn(turn).has_flag("truncated")
+    assert render_turn_with_flags(turn).has_flag("truncated")
 
 
 def test_turn_cut_inside_reasoning_has_no_think_end() -> None:
@@ -87,12 +88,12 @@ def test_missing_tool_call_ids_use_conversation_index() -> None:
     text = render_assistant_turn(turn, call_index_offset=3)
     assert "<|tool_call_begin|>functions.search:3<|tool_call_argument_begin|>" in text
     assert "<|tool_call_begin|>functions.fetch:4<|tool_call_argument_begin|>" in text
-    assert [f.field for f in render_turn(turn).flags if f.code == "generated_tool_call_id"] == ["tool_calls[0].id", "tool_calls[1].id"]
+    assert [f.field for f in render_turn_with_flags(turn).flags if f.code == "generated_tool_call_id"] == ["tool_calls[0].id", "tool_calls[1].id"]
 
 
 def test_server_issued_tool_call_id_is_flagged() -> None:
     turn = AssistantTurn(tool_calls=(ToolCall("call_abc123", "f", "{}"),), finish_reason="tool_calls")
-    assert render_turn(turn).has_flag("foreign_tool_call_id")
+    assert render_turn_with_flags(turn).has_flag("foreign_tool_call_id")
     assert "call_abc123" in render_assistant_turn(turn)  # kept verbatim: the caller decides whether to replace it
 
 
@@ -134,7 +135,7 @@ def test_unknown_profile_names_the_field() -> None:
 
 def test_invalid_json_arguments_are_kept_verbatim_and_flagged() -> None:
     turn = AssistantTurn(tool_calls=(ToolCall("functions.f:0", "f", '{"a": '),))
-    rendered = render_turn(turn)
+    rendered = render_turn_with_flags(turn)
     assert '<|tool_call_argument_begin|>{"a": <|tool_call_end|>' in rendered.text
     assert [f.field for f in rendered.flags if f.code == "arguments_not_json"] == ["tool_calls[0].function.arguments"]
 

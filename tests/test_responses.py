@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from conftest import OFFICIAL, read_jsonl
-from kimi_recon import InvalidTurnError, KimiReconError, turn_from_response
+from kimi_recon import KimiReconError, turn_from_response
+from kimi_recon.errors import InvalidTurnError
 from kimi_recon.dataset import turn_of_record
-from kimi_recon.errors import InvalidResponseError, ResponseError
+from kimi_recon.errors import GenerationFailedError, InvalidResponseError, ServerReportedError
 from kimi_recon.training import count_tool_calls
 
 GOLDEN_TURNS = [case["turn"] for case in read_jsonl(OFFICIAL / "turns.jsonl")]
@@ -174,21 +175,22 @@ def test_parsed_or_missing_arguments_are_refused_when_strict_and_kept_when_lenie
 def test_an_error_object_raises_a_response_error_in_both_modes() -> None:
     resp = completion({"message": message(content="partial"), "finish_reason": "stop"})
     resp["error"] = {"code": 502, "message": "Provider returned error", "metadata": {"provider_name": "X"}}
-    with pytest.raises(ResponseError) as err:
+    with pytest.raises(ServerReportedError) as err:
         turn_from_response(resp, sample="p3")
-    assert (err.value.code, err.value.message, err.value.retryable) == (502, "Provider returned error", True)
+    assert (err.value.code, err.value.message) == (502, "Provider returned error")
+    assert not hasattr(err.value, "retryable")  # a network field: the adapter's OpenRouterError carries it
     assert err.value.metadata == {"provider_name": "X"} and isinstance(err.value, KimiReconError)
     assert "p3" in str(err.value)
-    with pytest.raises(ResponseError):
+    with pytest.raises(ServerReportedError):
         turn_from_response(resp, lenient=True)
 
 
 def test_finish_reason_error_raises_in_both_modes() -> None:
     resp = completion({"message": message(content="part"), "finish_reason": "error", "native_finish_reason": 503})
-    with pytest.raises(ResponseError, match="finish_reason 'error'") as err:
+    with pytest.raises(ServerReportedError, match="finish_reason 'error'") as err:
         turn_from_response(resp)
-    assert err.value.code == 503 and err.value.retryable
-    with pytest.raises(ResponseError, match="finish_reason 'error'"):
+    assert err.value.code == 503 and isinstance(err.value, GenerationFailedError)
+    with pytest.raises(ServerReportedError, match="finish_reason 'error'"):
         turn_from_response(resp, lenient=True)
 
 
@@ -209,16 +211,36 @@ def test_native_finish_reason_truncates_in_both_modes() -> None:
 
 def test_the_openrouter_adapter_raises_its_own_subclass_of_the_core_error() -> None:
     from kimi_recon.openrouter import OpenRouterError
-    from kimi_recon.openrouter import turn_from_response as openrouter_turn_from_response
+    from kimi_recon.openrouter import turn_from_openrouter
 
     body = {"error": {"code": 429, "message": "slow down"}}
-    with pytest.raises(ResponseError) as core:
+    with pytest.raises(ServerReportedError) as core:
         turn_from_response(body)
     assert not isinstance(core.value, OpenRouterError)
     with pytest.raises(OpenRouterError) as adapter:
-        openrouter_turn_from_response(body, sample="p1")
-    assert isinstance(adapter.value, ResponseError)
+        turn_from_openrouter(body, sample="p1")
+    assert isinstance(adapter.value, ServerReportedError)
     assert (adapter.value.code, adapter.value.kind, adapter.value.prompt_id) == (429, "body", "p1")
+    assert adapter.value.retryable  # the network fields live on the adapter's error
+
+
+@pytest.mark.parametrize(
+    ("body", "retryable"),
+    [
+        ({"error": {"code": 502, "message": "Provider returned error"}}, True),
+        ({"error": {"code": "rate_limit_exceeded", "message": "x"}}, True),
+        ({"error": {"code": 400, "message": "bad request"}}, False),
+        ({"error": {"code": "invalid_prompt", "message": "x"}}, False),
+        (completion({"message": message(content="part"), "finish_reason": "error", "native_finish_reason": 400}), True),
+    ],
+)
+def test_the_adapter_decides_what_is_retryable_as_the_core_error_did(body: dict[str, Any], retryable: bool) -> None:
+    from kimi_recon.openrouter import OpenRouterError, turn_from_openrouter
+
+    with pytest.raises(OpenRouterError) as adapter:
+        turn_from_openrouter(body)
+    assert adapter.value.retryable is retryable
+    assert type(adapter.value)(**adapter.value.fields()).fields() == adapter.value.fields()
 
 
 # -- odds and ends -------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from conftest import OFFICIAL, read_jsonl
 
+from extras import require
 from kimi_recon import sample_batch
 from kimi_recon.cli import main
 
@@ -44,7 +45,7 @@ def split(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def test_datasets_map_with_two_processes_gives_the_cli_rows(cli_rows: tuple[list[dict[str, Any]], list[str]]) -> None:
-    import datasets
+    datasets = require("datasets")
 
     ds = datasets.Dataset.from_list([as_text_columns(r) for r in RECORDS])
     out = ds.map(sample_batch, batched=True, batch_size=32, num_proc=2, remove_columns=ds.column_names)
@@ -54,7 +55,7 @@ def test_datasets_map_with_two_processes_gives_the_cli_rows(cli_rows: tuple[list
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    import ray
+    ray = require("ray")
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:

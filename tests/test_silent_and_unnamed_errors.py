@@ -12,16 +12,9 @@ from typing import Any
 import pytest
 
 import kimi_recon
-from kimi_recon import (
-    InvalidInputError,
-    KimiReconError,
-    LogprobsError,
-    build_training_sample,
-    ids_from_logprobs,
-    load_tokenizer,
-    reconstruct_output_ids,
-    turn_from_response,
-)
+from kimi_recon import KimiReconError, build_training_sample, load_tokenizer, reconstruct_output_ids, turn_from_response
+from kimi_recon.errors import InvalidInputError
+from kimi_recon.logprobs import LogprobsError, ids_from_logprobs
 
 TOK = load_tokenizer()
 IM_END, THINK_END = 163586, 163607
@@ -195,7 +188,7 @@ def _deep(depth: int = 3000) -> Any:
         lambda: kimi_recon.compare_ids([_deep()], [1], TOK),
         lambda: kimi_recon.render_prompt([{"role": "user", "content": "hi"}], [{"type": "function", "function": {"name": "f", "parameters": _deep()}}]),
         lambda: kimi_recon.render_prompt([{"role": "user", "content": "hi"}], template="{{ 1 / 0 }}"),
-        lambda: kimi_recon.audit_ids(None),  # type: ignore[arg-type]
+        lambda: kimi_recon.check_token_ids(None),  # type: ignore[arg-type]
         lambda: kimi_recon.AssistantTurn(content="x", finish_reason=[]),  # type: ignore[arg-type]
     ],
     ids=["deep-role", "choice-none", "deep-offset", "deep-logprob-bytes", "deep-id", "deep-compare-id", "deep-tools", "template-raises", "audit-ids-none", "turn-finish-list"],

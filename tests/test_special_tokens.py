@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from conftest import OFFICIAL, read_jsonl
-from kimi_recon import SPECIAL_TOKENS, KimiTokenizer, SpecialTokenRegistry, UnknownSpecialTokenError
-from kimi_recon.audit import assert_special_tokens_ok, audit_ids, audit_special_tokens
+from kimi_recon import SPECIAL_TOKENS, KimiTokenizer
+from kimi_recon.errors import UnknownSpecialTokenError
+from kimi_recon.special_tokens import SpecialTokenRegistry
+from kimi_recon.audit import assert_special_tokens_ok, check_token_ids, check_special_tokens
 from kimi_recon.cli import main
 
 OFFICIAL_SPECIAL = [c for c in read_jsonl(OFFICIAL / "special.jsonl") if c["id"] >= 163584]
@@ -64,7 +66,7 @@ def test_unknown_error_is_a_keyerror() -> None:
 
 
 def test_audit_of_bundled_tokenizer_is_clean(tok: KimiTokenizer) -> None:
-    report = audit_special_tokens(tok)
+    report = check_special_tokens(tok)
     assert report.ok, str(report)
     assert report.checked == 256
 
@@ -82,25 +84,25 @@ def _mutations() -> list[Any]:
 def test_audit_catches_every_single_entry_corruption(tok: KimiTokenizer, index: int, corrupt: Any) -> None:
     tokens = list(SPECIAL_TOKENS)
     tokens[index] = corrupt
-    report = audit_special_tokens(tok, SpecialTokenRegistry(tokens))
+    report = check_special_tokens(tok, SpecialTokenRegistry(tokens))
     assert not report.ok
     assert any(corrupt.text in p or str(corrupt.id) in p for p in report.problems)
 
 
 def test_audit_catches_colliding_entries(tok: KimiTokenizer) -> None:
     tokens = list(SPECIAL_TOKENS) + [dataclasses.replace(SPECIAL_TOKENS.entry(163586), name=None)]
-    report = audit_special_tokens(tok, SpecialTokenRegistry(tokens))
+    report = check_special_tokens(tok, SpecialTokenRegistry(tokens))
     assert any("collides" in p for p in report.problems)
 
 
 def test_audit_catches_a_wrong_special_flag(tok: KimiTokenizer) -> None:
     tokens = [dataclasses.replace(t, special=not t.special) if t.id == 163607 else t for t in SPECIAL_TOKENS]
-    report = audit_special_tokens(tok, SpecialTokenRegistry(tokens))
+    report = check_special_tokens(tok, SpecialTokenRegistry(tokens))
     assert report.problems == ("'</think>' (id 163607): tokenizer_config marks it special=False, the registry special=True",)
 
 
 def test_audit_ids_explains_the_chas_bug(tok: KimiTokenizer) -> None:
-    report = audit_ids({"IM_END_TOKEN_ID": 163533, "THINK_END_TOKEN_ID": 163607}, tok)
+    report = check_token_ids({"IM_END_TOKEN_ID": 163533, "THINK_END_TOKEN_ID": 163607}, tok)
     assert report.problems == ("IM_END_TOKEN_ID = 163533 decodes to 'chas'; <|im_end|> is 163586",)
     assert "PROBLEM IM_END_TOKEN_ID = 163533 decodes to 'chas'; <|im_end|> is 163586" in str(report)
 
@@ -110,12 +112,12 @@ def test_audit_ids_explains_the_chas_bug(tok: KimiTokenizer) -> None:
     [("im_end_id", 163586), ("THINK_START_TOKEN_ID", 163606), ("kimi_tool_call_end_token", 163599), ("PAD_TOKEN_ID", 163839), ("EOS_TOKEN_ID", 163585), ("EOS_TOKEN_ID", 163586)],
 )
 def test_audit_ids_accepts_right_constants(tok: KimiTokenizer, name: str, value: int) -> None:
-    assert audit_ids({name: value}, tok).ok
+    assert check_token_ids({name: value}, tok).ok
 
 
 @pytest.mark.parametrize("constants", [{"THINK_END_ID": 163606}, {"PAD_ID": 163838}, {"IM_END": -1}, {"IM_END": 10**7}, {"IM_END": "163586"}])
 def test_audit_ids_rejects_wrong_constants(tok: KimiTokenizer, constants: dict[str, Any]) -> None:
-    assert not audit_ids(constants, tok).ok
+    assert not check_token_ids(constants, tok).ok
 
 
 def test_assert_helper_fails_with_the_report(tok: KimiTokenizer) -> None:

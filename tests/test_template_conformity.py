@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA
+from extras import require
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall
 from kimi_recon.chat_template import render_chat_template
 from kimi_recon.reconstruct import reconstruct_output_ids
-from kimi_recon.render import model_tool_call_id, render_turn
+from kimi_recon.render import model_tool_call_id, render_turn_with_flags
 from kimi_recon.tokenizer import load_tokenizer
 
 TEMPLATES = DATA / "templates"
@@ -39,7 +40,7 @@ K2_THINKING_PRESERVE = with_preserve_thinking(K2_THINKING)
 
 
 def hf_render(template: str, messages: list[dict[str, Any]], tools: Any, add_generation_prompt: bool, **kwargs: Any) -> str:
-    from transformers.utils.chat_template_utils import render_jinja_template
+    render_jinja_template = require("transformers.utils.chat_template_utils").render_jinja_template
 
     rendered, _ = render_jinja_template(
         [messages], tools=tools, chat_template=template, add_generation_prompt=add_generation_prompt, **kwargs
@@ -117,7 +118,7 @@ def check(profile: str, template: str, messages: list[dict[str, Any]], final: As
     offset = call_offset(messages)
     full = hf_render(template, messages + [final_message(final, offset)], None, False, **kwargs)
     prompt = hf_render(template, messages, None, True, **kwargs)
-    output = render_turn(final, profile, thinking, call_index_offset=offset).text
+    output = render_turn_with_flags(final, profile, thinking, call_index_offset=offset).text
     assert full == prompt + output
     assert tok.encode(full) == tok.encode(prompt) + reconstruct_output_ids(final, tok, profile, thinking, call_index_offset=offset).ids
 

@@ -15,9 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import GOLDEN, OFFICIAL, read_jsonl
-from kimi_recon import InvalidInputError, KimiTokenizer, TokenizerLoadError, load_tokenizer
+from extras import require
+from kimi_recon import KimiTokenizer, load_tokenizer
+from kimi_recon.errors import InvalidInputError, TokenizerLoadError
 from kimi_recon.special_tokens import SPECIAL_TOKENS
-from kimi_recon.tokenizer import official_chunks
+from kimi_recon.tokenizer import KIMI_PAT_STR, official_chunks
 
 
 def _vector_cases() -> list[Any]:
@@ -213,7 +215,7 @@ def test_a_file_path_is_not_a_directory(tokenizer_dir: Path) -> None:
 
 
 def test_hub_repo_id_offline_gives_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    pytest.importorskip("huggingface_hub")
+    require("huggingface_hub")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
@@ -272,8 +274,8 @@ def test_encode_with_the_specials_present_equals_encode(tok: KimiTokenizer, part
 
 def test_encode_with_specials_falls_back_for_unscannable_tables(tok: KimiTokenizer) -> None:
     odd = tiktoken.Encoding(
-        name="odd", pat_str=tok.encoding._pat_str, mergeable_ranks=tok.encoding._mergeable_ranks,
-        special_tokens={**tok.encoding._special_tokens, "@@stop@@": 163840},
+        name="odd", pat_str=KIMI_PAT_STR, mergeable_ranks=dict(tok.mergeable_ranks),
+        special_tokens={**tok.special_tokens, "@@stop@@": 163840},
     )
     other = KimiTokenizer(odd, source="odd")
     assert other.encode_with_specials("a@@stop@@", set()) == other.encode("a@@stop@@") == [64, 163840]

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from conftest import DATA, OFFICIAL, read_jsonl
-from kimi_recon import InvalidInputError, KimiTokenizer, build_training_sample, render_prompt
+from kimi_recon import KimiTokenizer, build_training_sample, render_prompt
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.training import sample_from_record
 
 CASES = read_jsonl(OFFICIAL / "turns.jsonl") + read_jsonl(OFFICIAL / "turns_adversarial.jsonl")

@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import DATA, OFFICIAL, read_jsonl
+from extras import require
 from kimi_recon import KimiTokenizer, build_training_sample, render_prompt
 from kimi_recon.cli import main
 from kimi_recon.training import sample_from_record
@@ -46,7 +47,7 @@ def official_deep_sort(obj: Any) -> Any:
 
 
 def hf_prompt(template: str, messages: list[dict[str, Any]], tools: Any, **kwargs: Any) -> str:
-    from transformers.utils.chat_template_utils import render_jinja_template
+    render_jinja_template = require("transformers.utils.chat_template_utils").render_jinja_template
 
     rendered, _ = render_jinja_template([messages], tools=tools, chat_template=template, add_generation_prompt=True, **kwargs)
     return str(rendered[0])

@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trainer_rules import Rejected, specforge_prompts, speculators_rows
 
-from kimi_recon import KimiTokenizer, build_training_sample, sample_batch, training_row
+from kimi_recon import KimiTokenizer, build_training_sample, sample_batch
+from kimi_recon._training_rows import training_row
 from kimi_recon._training_rows import (
     BATCH_COLUMNS,
     ROW_COLUMNS,

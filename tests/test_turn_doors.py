@@ -13,14 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import OFFICIAL, read_jsonl
-from kimi_recon import AssistantTurn, InvalidResponseError, KimiReconError, KimiTokenizer, ToolCall, reconstruct_output_ids, turn_from_response
+from extras import require
+from kimi_recon import AssistantTurn, KimiReconError, KimiTokenizer, ToolCall, reconstruct_output_ids, turn_from_response
+from kimi_recon.errors import InvalidResponseError
 from kimi_recon.dataset import reconstruct_record, turn_of_record
 from kimi_recon.render import render_assistant_turn
 
-openai_chat = pytest.importorskip("openai.types.chat")
+openai_chat = require("openai.types.chat")
 ChatCompletion = openai_chat.ChatCompletion
 ChatCompletionMessage = openai_chat.ChatCompletionMessage
-Choice = pytest.importorskip("openai.types.chat.chat_completion").Choice
+Choice = require("openai.types.chat.chat_completion").Choice
 
 CASE = read_jsonl(OFFICIAL / "turns.jsonl")[1]
 

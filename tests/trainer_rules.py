@@ -29,6 +29,8 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from extras import require
+
 
 class Rejected(AssertionError):
     """The trainer's loader would refuse the file, or silently lose a row of it."""
@@ -78,7 +80,7 @@ def specforge_prompts(path: Path, min_loss_tokens: int = 1) -> list[dict[str, li
 
 def speculators_rows(path: Path) -> list[dict[str, list[int]]]:
     """The rows ``prepare_data.py --data path`` would pass through; raises :class:`Rejected` otherwise."""
-    import datasets
+    datasets = require("datasets")
 
     try:
         ds = datasets.load_dataset("json", data_files=str(path), split="train")

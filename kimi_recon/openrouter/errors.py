@@ -1,8 +1,15 @@
-"""Errors of the OpenRouter adapter.
+"""Errors of the OpenRouter adapter (the core's: :mod:`kimi_recon.errors`)::
+
+    kimi_recon.errors.KimiReconError
+    ├── kimi_recon.errors.ServerReportedError
+    │   └── OpenRouterError          OpenRouter reported an error, or the exchange failed: .retryable, .retries
+    └── kimi_recon.errors.InvalidInputError
+        ├── OutputLockedError        another process is writing the same output file
+        └── ... InvalidResponseError a response that is not one readable turn (re-exported here)
 
 :class:`OpenRouterError` is what OpenRouter (or the transport to it) reported: an HTTP error status, an
 ``error`` object in a 200 body or in a stream chunk, a timeout; it is a
-:class:`~kimi_recon.errors.ResponseError`, the core's type for an error carried in a response.
+:class:`~kimi_recon.errors.ServerReportedError`, the core's type for an error carried in a response.
 :class:`InvalidResponseError` (defined in :mod:`kimi_recon.errors`, re-exported here) is a response that
 arrived but cannot be read as one assistant turn (no choices, nothing generated, arguments that are not
 text). Both derive from :class:`~kimi_recon.errors.KimiReconError`.
@@ -17,8 +24,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import GenerationFailedError, InvalidInputError, ServerReportedError
 from ..errors import InvalidResponseError as InvalidResponseError  # re-exported: it used to live here
-from ..errors import ResponseError
 
 REDACTED = "[REDACTED]"
 
@@ -80,23 +87,65 @@ def redact_text(text: str, secret: str | None) -> str:
     return "".join(out)
 
 
-class OpenRouterError(ResponseError):
+#: Error codes by name that describe a passing condition (trying again may help).
+_RETRYABLE_CODE_NAMES = frozenset({"server_error", "timeout", "rate_limit_exceeded", "overloaded", "incomplete_stream"})
+
+
+def is_retryable_code(code: object) -> bool:
+    """True for codes that describe a passing condition: 408, 429, 5xx, or a known transient name."""
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code in (408, 429) or code >= 500
+    return isinstance(code, str) and code in _RETRYABLE_CODE_NAMES
+
+
+class OutputLockedError(InvalidInputError):
+    """Another process is writing the same output file."""
+
+
+class OpenRouterError(ServerReportedError):
     """An error OpenRouter reported, or a failed exchange with it.
 
-    A :class:`~kimi_recon.errors.ResponseError` (same fields) that may also come from the transport:
+    A :class:`~kimi_recon.errors.ServerReportedError` (same fields) that may also come from the transport:
     ``code`` is the HTTP status or OpenRouter's ``error.code`` (an int such as 429 or 502, or a string
     such as ``"server_error"`` or ``"timeout"``); ``message`` is the human text; ``kind`` says where it
-    came from (``http``, ``body``, ``stream``, ``timeout``, ``connection``); ``retryable`` whether trying
-    again may help; ``response`` what had arrived before the error (a partial stream), when anything had;
-    ``retries`` how many times the SDK had already retried the request, when known.
+    came from (``http``, ``body``, ``stream``, ``timeout``, ``connection``); ``response`` what had arrived
+    before the error (a partial stream), when anything had. The network fields are this class's own:
+    ``retryable`` whether trying again may help; ``retries`` how many times the SDK had already retried the
+    request, when known.
     """
 
     reporter = "OpenRouter"
 
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | str | None = None,
+        kind: str = "body",
+        prompt_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        response: Mapping[str, Any] | None = None,
+        retryable: bool = False,
+        retries: int | None = None,
+    ) -> None:
+        self.retryable = retryable
+        self.retries = retries
+        super().__init__(message, code=code, kind=kind, prompt_id=prompt_id, metadata=metadata, response=response)
+
+    def fields(self) -> dict[str, Any]:
+        """The constructor's arguments: ``type(err)(**err.fields())`` is an equal error."""
+        return super().fields() | {"retryable": self.retryable, "retries": self.retries}
+
     @classmethod
-    def from_response_error(cls, err: ResponseError) -> OpenRouterError:
-        """``err`` as an :class:`OpenRouterError` (itself when it already is one)."""
-        return err if isinstance(err, OpenRouterError) else cls(**err.fields())
+    def from_response_error(cls, err: ServerReportedError) -> OpenRouterError:
+        """``err`` as an :class:`OpenRouterError` (itself when it already is one). A failed generation
+        (``finish_reason: "error"``) and a code such as 429 or 502 are retryable."""
+        if isinstance(err, OpenRouterError):
+            return err
+        retryable = isinstance(err, GenerationFailedError) or is_retryable_code(err.code)
+        return cls(**err.fields(), retryable=retryable)
 
     def _copy(self, **changes: Any) -> OpenRouterError:
         return type(self)(**(self.fields() | changes))

@@ -32,7 +32,7 @@ from .client import DEFAULT_BASE_URL, Fetched, fetch, make_client, retry_after_2
 from .errors import InvalidResponseError, OpenRouterError, redact_text, refuses_the_account
 from .options import RequestOptions, request_kwargs
 from .output import OutputFile
-from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_response
+from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_openrouter
 from .prompts import BadPrompt, Prompt, read_prompts
 from .rows import CallInfo, Rebuilt, Reconstructor, error_row, flag, ok_row
 
@@ -203,7 +203,7 @@ def _exchange(client: OpenAI, prompt: Prompt, options: RequestOptions, config: G
     def attempt() -> tuple[Fetched, AssistantTurn]:
         fetched = fetch(client, kwargs, secret=secret)
         last[:] = [fetched]
-        return fetched, turn_from_response(fetched.response, call_index_offset=offset, sample=prompt.id)
+        return fetched, turn_from_openrouter(fetched.response, call_index_offset=offset, sample=prompt.id)
 
     def call(sdk_retries: int | None = None) -> CallInfo:
         """Retries: the SDK's for the last attempt, plus the attempts made after an HTTP 200."""

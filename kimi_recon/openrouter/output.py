@@ -36,6 +36,7 @@ from typing import Any
 
 from ..errors import InvalidInputError, OutputFileError
 from .errors import MIN_SECRET_LENGTH, REDACTED
+from .errors import OutputLockedError as OutputLockedError  # defined with the adapter's errors; importable here as before
 from .parse import join_surrogate_pairs
 
 try:  # flock is POSIX; elsewhere the single-writer rule is the user's to keep
@@ -53,10 +54,6 @@ _LINE_BREAKS_TABLE = str.maketrans(_LINE_BREAKS)
 def to_json_line(row: Any) -> str:
     """``row`` as one line of JSON: UTF-8 text kept readable, every possible line break escaped."""
     return json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS_TABLE)
-
-
-class OutputLockedError(InvalidInputError):
-    """Another process is writing the same output file."""
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

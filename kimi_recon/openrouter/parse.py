@@ -16,12 +16,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import responses
-from ..errors import ResponseError
+from ..errors import ServerReportedError
 from ..models import AssistantTurn
 from ..render import model_tool_call_id as model_call_id
-from ..responses import is_model_call_id, is_retryable_code, replace_foreign_call_ids, to_plain
+from ..responses import is_model_call_id, replace_foreign_call_ids, to_plain
 from ..training import count_tool_calls
-from .errors import InvalidResponseError, OpenRouterError
+from .errors import InvalidResponseError, OpenRouterError, is_retryable_code
 
 __all__ = [
     "assemble_stream",
@@ -34,7 +34,7 @@ __all__ = [
     "model_call_id",
     "replace_foreign_call_ids",
     "to_plain",
-    "turn_from_response",
+    "turn_from_openrouter",
     "turn_from_stream",
 ]
 
@@ -59,7 +59,7 @@ def error_from_object(
 # Whole responses
 
 
-def turn_from_response(
+def turn_from_openrouter(
     response: Any, *, call_index_offset: int = 0, sample: object = None, choice: int = 0
 ) -> AssistantTurn:
     """The assistant turn in one OpenRouter chat completion: :func:`kimi_recon.responses.turn_from_response`
@@ -75,7 +75,7 @@ def turn_from_response(
     """
     try:
         return responses.turn_from_response(response, call_index_offset=call_index_offset, sample=sample, choice=choice)
-    except ResponseError as err:
+    except ServerReportedError as err:
         raise OpenRouterError.from_response_error(err) from None
 
 
@@ -407,5 +407,9 @@ def _merge_call(calls: dict[int, dict[str, Any]], delta: object, sample: object)
 
 
 def turn_from_stream(chunks: Iterable[Any], *, call_index_offset: int = 0, sample: object = None) -> AssistantTurn:
-    """The assistant turn a stream carried: :func:`assemble_stream`, then :func:`turn_from_response`."""
-    return turn_from_response(assemble_stream(chunks, sample=sample), call_index_offset=call_index_offset, sample=sample)
+    """The assistant turn a stream carried: :func:`assemble_stream`, then :func:`turn_from_openrouter`."""
+    return turn_from_openrouter(assemble_stream(chunks, sample=sample), call_index_offset=call_index_offset, sample=sample)
+
+
+#: The name before issue 12 (it collided with kimi_recon.turn_from_response); kept for old code.
+turn_from_response = turn_from_openrouter

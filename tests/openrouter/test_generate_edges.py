@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from openrouter_wire import completion, read_rows, stream_chunks, user_prompt, write_prompts
 from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
+from extras import require
 from kimi_recon.errors import InvalidInputError, OutputFileError
 from kimi_recon.openrouter.cli import main
 from kimi_recon.openrouter.errors import redact_text
@@ -302,7 +303,7 @@ def test_no_piece_of_the_key_reaches_the_output_wherever_the_server_quotes_it(ke
     SSE data, ``[:500]`` for a body or an HTTP error body), the cut falling ``inside`` characters into it."""
     cut = 200 if stream and not status_body else 500
     offset = cut - inside
-    import openai
+    openai = require("openai")
 
     try:  # the transport of the installed SDK
         import httpx2 as httpx

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from openrouter_wire import call, completion, error_chunk, sse, stream_chunks
 from openrouter_fixtures import api_key, fake, loopback_only  # noqa: F401  (pytest fixtures)
 
+from extras import require
 from kimi_recon.errors import InvalidTurnError, KimiReconError
 from kimi_recon.openrouter import (
     InvalidResponseError,
@@ -22,7 +23,7 @@ from kimi_recon.openrouter import (
     is_model_call_id,
     iter_sse_lines,
     replace_foreign_call_ids,
-    turn_from_response,
+    turn_from_openrouter,
     turn_from_stream,
 )
 
@@ -36,7 +37,7 @@ def test_content_null_with_tool_calls_keeps_ids_names_and_argument_text_verbatim
         {"content": None, "reasoning": "need weather", "tool_calls": [call("functions.get_weather:0", "get_weather", args)]},
         "tool_calls",
     )
-    turn = turn_from_response(resp)
+    turn = turn_from_openrouter(resp)
     assert turn.content is None
     assert turn.reasoning == "need weather"
     assert turn.finish_reason == "tool_calls"
@@ -50,21 +51,21 @@ def test_reasoning_only_in_reasoning_details_is_the_text_entries_in_order() -> N
         {"type": "reasoning.text", "text": None, "signature": "sig"},  # signature-only entry adds no text
         {"type": "reasoning.text", "text": "then second.", "format": "unknown", "index": 1},
     ]
-    turn = turn_from_response(completion({"content": "Answer", "reasoning_details": details}))
+    turn = turn_from_openrouter(completion({"content": "Answer", "reasoning_details": details}))
     assert turn.reasoning == "First, then second."
     assert turn.reasoning_complete
     assert turn.metadata["reasoning_source"] == "reasoning_details"
 
 
 def test_reasoning_content_field_is_read_when_reasoning_is_absent() -> None:
-    turn = turn_from_response(completion({"content": "A", "reasoning_content": "thought"}))
+    turn = turn_from_openrouter(completion({"content": "A", "reasoning_content": "thought"}))
     assert turn.reasoning == "thought"
     assert turn.metadata["reasoning_source"] == "reasoning_content"
 
 
 def test_disagreeing_reasoning_sources_are_recorded() -> None:
     details = [{"type": "reasoning.text", "text": "other"}]
-    turn = turn_from_response(completion({"content": "A", "reasoning": "thought", "reasoning_details": details}))
+    turn = turn_from_openrouter(completion({"content": "A", "reasoning": "thought", "reasoning_details": details}))
     assert turn.reasoning == "thought"
     assert turn.metadata["reasoning_sources_disagree"] is True
 
@@ -80,7 +81,7 @@ def test_disagreeing_reasoning_sources_are_recorded() -> None:
 def test_summary_or_encrypted_reasoning_only_marks_the_turn_incomplete(details: list[dict[str, Any]]) -> None:
     # OpenRouter fills ``reasoning`` with the summary in this case; it must not pass for the raw reasoning.
     reasoning = details[0].get("summary")
-    turn = turn_from_response(completion({"content": "Answer", "reasoning": reasoning, "reasoning_details": details}))
+    turn = turn_from_openrouter(completion({"content": "Answer", "reasoning": reasoning, "reasoning_details": details}))
     assert turn.reasoning_complete is False
     assert turn.reasoning is None
     if reasoning:
@@ -93,7 +94,7 @@ def test_several_parallel_tool_calls_keep_order_and_flag_server_issued_ids() -> 
         call("functions.fetch:4", "fetch", '{"url": "u"}', 1),
         call("chatcmpl-tool-9f", "search", '{"q": "b"}', 2),
     ]
-    turn = turn_from_response(completion({"content": "", "tool_calls": calls}, "tool_calls"), call_index_offset=3)
+    turn = turn_from_openrouter(completion({"content": "", "tool_calls": calls}, "tool_calls"), call_index_offset=3)
     assert [c.id for c in turn.tool_calls] == ["call_abc123", "functions.fetch:4", "chatcmpl-tool-9f"]
     assert [c.name for c in turn.tool_calls] == ["search", "fetch", "search"]
     assert turn.metadata["foreign_tool_call_ids"] == [
@@ -104,7 +105,7 @@ def test_several_parallel_tool_calls_keep_order_and_flag_server_issued_ids() -> 
 
 def test_replace_foreign_call_ids_uses_the_conversation_wide_index_and_keeps_the_originals() -> None:
     calls = [call("call_a", "search", "{}", 0), call("functions.fetch:3", "fetch", "{}", 1)]
-    turn = turn_from_response(completion({"content": None, "tool_calls": calls}, "tool_calls"), call_index_offset=2)
+    turn = turn_from_openrouter(completion({"content": None, "tool_calls": calls}, "tool_calls"), call_index_offset=2)
     fixed = replace_foreign_call_ids(turn)
     assert [c.id for c in fixed.tool_calls] == ["functions.search:2", "functions.fetch:3"]
     assert fixed.metadata["replaced_tool_call_ids"] == [{"index": 0, "id": "call_a", "suggested_id": "functions.search:2"}]
@@ -133,7 +134,7 @@ def test_count_tool_calls_counts_only_assistant_calls_across_the_conversation() 
 
 
 def test_length_truncation_inside_reasoning() -> None:
-    turn = turn_from_response(completion({"content": None, "reasoning": "Let me think about"}, "length"))
+    turn = turn_from_openrouter(completion({"content": None, "reasoning": "Let me think about"}, "length"))
     assert turn.truncated
     assert turn.reasoning == "Let me think about"
     assert turn.content is None
@@ -141,28 +142,28 @@ def test_length_truncation_inside_reasoning() -> None:
 
 
 def test_length_truncation_inside_content() -> None:
-    turn = turn_from_response(completion({"content": "The answer is", "reasoning": "done"}, "length"))
+    turn = turn_from_openrouter(completion({"content": "The answer is", "reasoning": "done"}, "length"))
     assert turn.truncated
     assert turn.content == "The answer is"
     assert turn.metadata["truncated_in"] == "content"
 
 
 def test_native_finish_reason_max_tokens_means_truncated() -> None:
-    turn = turn_from_response(completion({"content": "cut"}, "stop", native_finish_reason="MAX_TOKENS"))
+    turn = turn_from_openrouter(completion({"content": "cut"}, "stop", native_finish_reason="MAX_TOKENS"))
     assert turn.truncated
     assert turn.metadata["finish_reason_raw"] == "stop"
     assert turn.metadata["native_finish_reason"] == "MAX_TOKENS"
 
 
 def test_unknown_finish_reason_becomes_none_and_is_kept_raw() -> None:
-    turn = turn_from_response(completion({"content": "x"}, "weird"))
+    turn = turn_from_openrouter(completion({"content": "x"}, "weird"))
     assert turn.finish_reason is None
     assert turn.metadata["finish_reason_raw"] == "weird"
 
 
 def test_provider_usage_logprobs_and_ids_are_carried() -> None:
     logprobs = {"content": [{"token": "Hi", "logprob": -0.1, "bytes": [72, 105], "top_logprobs": []}]}
-    turn = turn_from_response(completion({"content": "Hi"}, logprobs=logprobs, system_fingerprint="fp"))
+    turn = turn_from_openrouter(completion({"content": "Hi"}, logprobs=logprobs, system_fingerprint="fp"))
     assert turn.logprobs == tuple(logprobs["content"])
     assert turn.metadata["provider"] == "Moonshot AI"
     assert turn.metadata["usage"]["cost"] == 0.00042
@@ -172,20 +173,20 @@ def test_provider_usage_logprobs_and_ids_are_carried() -> None:
 
 
 def test_content_given_as_text_parts_is_joined() -> None:
-    turn = turn_from_response(completion({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}))
+    turn = turn_from_openrouter(completion({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}))
     assert turn.content == "ab"
 
 
 def test_response_as_json_text_parses_like_the_dict() -> None:
     resp = completion({"content": "x", "reasoning": "r"})
-    assert turn_from_response(json.dumps(resp)) == turn_from_response(resp)
+    assert turn_from_openrouter(json.dumps(resp)) == turn_from_openrouter(resp)
 
 
 # -- openai SDK objects -------------------------------------------------------------------------------
 
 
 def test_openai_sdk_completion_reads_extra_fields_from_model_extra() -> None:
-    from openai.types.chat import ChatCompletion
+    ChatCompletion = require("openai.types.chat").ChatCompletion
 
     resp = completion(
         {
@@ -201,8 +202,8 @@ def test_openai_sdk_completion_reads_extra_fields_from_model_extra() -> None:
     assert obj.choices[0].message.model_extra is not None
     assert "reasoning" in obj.choices[0].message.model_extra
     assert "native_finish_reason" in (obj.choices[0].model_extra or {})
-    turn = turn_from_response(obj)
-    assert turn == turn_from_response(resp)
+    turn = turn_from_openrouter(obj)
+    assert turn == turn_from_openrouter(resp)
     assert turn.reasoning == "think"
     assert turn.metadata["provider"] == "Moonshot AI"
     assert turn.metadata["native_finish_reason"] == "tool_calls"
@@ -210,7 +211,7 @@ def test_openai_sdk_completion_reads_extra_fields_from_model_extra() -> None:
 
 
 def test_openai_sdk_chunks_assemble_like_dicts() -> None:
-    from openai.types.chat import ChatCompletionChunk
+    ChatCompletionChunk = require("openai.types.chat").ChatCompletionChunk
 
     chunks = stream_chunks(completion({"content": "Hello there", "reasoning": "hmm ok"}), pieces=3)
     objects = [ChatCompletionChunk.model_validate(c) for c in chunks]
@@ -225,28 +226,28 @@ def test_no_choices_is_an_error_naming_the_prompt() -> None:
     resp = completion({"content": "x"})
     resp["choices"] = []
     with pytest.raises(InvalidResponseError, match="'p-7'.*no choices") as info:
-        turn_from_response(resp, sample="p-7")
+        turn_from_openrouter(resp, sample="p-7")
     assert isinstance(info.value, InvalidTurnError) and isinstance(info.value, KimiReconError)
     assert info.value.sample == "p-7"
 
 
 def test_choice_with_nothing_generated_is_an_error() -> None:
     with pytest.raises(InvalidResponseError, match="neither content nor tool calls nor reasoning"):
-        turn_from_response(completion({"content": "", "reasoning": None}), sample="p1")
+        turn_from_openrouter(completion({"content": "", "reasoning": None}), sample="p1")
 
 
 @pytest.mark.parametrize("arguments", [{"city": "Paris"}, None, 3])
 def test_arguments_that_are_not_a_string_are_refused(arguments: Any) -> None:
     resp = completion({"content": None, "tool_calls": [call("functions.f:0", "f", arguments)]}, "tool_calls")
     with pytest.raises(InvalidResponseError, match=r"'p2'.*arguments") as info:
-        turn_from_response(resp, sample="p2")
+        turn_from_openrouter(resp, sample="p2")
     assert info.value.field == "choices[0].message.tool_calls[0].function.arguments"
 
 
 def test_error_body_raises_openrouter_error_with_code_and_message() -> None:
     body = {"error": {"code": 502, "message": "Provider returned error", "metadata": {"provider_name": "X"}}}
     with pytest.raises(OpenRouterError) as info:
-        turn_from_response(body, sample="p3")
+        turn_from_openrouter(body, sample="p3")
     assert info.value.code == 502
     assert info.value.message == "Provider returned error"
     assert info.value.retryable
@@ -257,20 +258,20 @@ def test_error_body_raises_openrouter_error_with_code_and_message() -> None:
 def test_choice_level_error_and_finish_reason_error_raise() -> None:
     resp = completion({"content": "part"}, "error")
     with pytest.raises(OpenRouterError, match="finish_reason 'error'"):
-        turn_from_response(resp)
+        turn_from_openrouter(resp)
     resp = completion({"content": "part"})
     resp["choices"][0]["error"] = {"code": "server_error", "message": "boom"}
     with pytest.raises(OpenRouterError, match="boom") as info:
-        turn_from_response(resp)
+        turn_from_openrouter(resp)
     assert info.value.code == "server_error"
 
 
 def test_non_function_tool_call_and_wrong_role_are_refused() -> None:
     resp = completion({"content": None, "tool_calls": [{"id": "x", "type": "custom", "custom": {}}]}, "tool_calls")
     with pytest.raises(InvalidResponseError, match="type"):
-        turn_from_response(resp)
+        turn_from_openrouter(resp)
     with pytest.raises(InvalidResponseError, match="role"):
-        turn_from_response(completion({"role": "user", "content": "x"}))
+        turn_from_openrouter(completion({"role": "user", "content": "x"}))
 
 
 def test_redacted_error_drops_the_secret_everywhere() -> None:
@@ -397,7 +398,7 @@ def test_streamed_turn_equals_the_whole_response(
     calls = [call(f"functions.t{i}:{i}", f"t{i}", a, i) for i, a in enumerate(args)]
     resp = completion({"content": content or None, "reasoning": reasoning or None, "tool_calls": calls or None}, finish)
     try:
-        expected = turn_from_response(copy.deepcopy(resp))
+        expected = turn_from_openrouter(copy.deepcopy(resp))
     except InvalidResponseError:
         with pytest.raises(InvalidResponseError):
             turn_from_stream(sse(stream_chunks(resp, pieces)))
