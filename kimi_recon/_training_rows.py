@@ -24,23 +24,9 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .dataset import (
-    RESPONSE_KEYS,
-    InvalidRecordError,
-    RecordError,
-    RecordsArg,
-    TokenizerArg,
-    _as_record,
-    _Item,
-    _Job,
-    _progress_bar,
-    _stream,
-    _tokenizer_source,
-    _worker_count,
-    get_tokenizer,
-    record_id,
-)
-from .errors import InvalidInputError
+from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
+from ._records import RESPONSE_KEYS, RecordError, RecordsArg, TokenizerArg, _as_record, get_tokenizer, record_id
+from .errors import InvalidInputError, InvalidRecordError
 from .profiles import get_profile
 from .tokenizer import KimiTokenizer
 from .training import TrainingSample, sample_from_record

@@ -4,22 +4,52 @@
 :class:`Comparison`: one :data:`Kind`, every kind found, the first differing index and the decoded
 tokens around it on both sides. :func:`is_canonical` says whether ids are what one encode of their own
 text gives.
+
+This module holds the rule that picks the kind (:class:`_Comparer`); the result types and the kinds are in
+:mod:`kimi_recon._comparison`, the alignment of two id lists in :mod:`kimi_recon._align` (both re-exported
+here where they are public).
 """
 
 from __future__ import annotations
 
-import enum
 import numbers
 import weakref
-from bisect import bisect_left, bisect_right
-from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from itertools import accumulate, filterfalse
-from typing import Any, Final, Literal
+from typing import Final
 
 from .errors import InvalidInputError, preview
+from ._align import (
+    _HEAD_IDS,
+    _common_prefix,
+    _common_suffix,
+    _matching_blocks,
+    _same_apart_from_whitespace,
+    _squash,  # noqa: F401  (tests import it from here)
+    _squashed_heads_differ,
+    _text_diff,
+    _units,
+    _utf8,
+)
+from ._comparison import (
+    BENIGN_KINDS,
+    EXACT,
+    KINDS,
+    NON_CANONICAL_BPE,
+    REASONING_MISSING,
+    SPECIAL_TOKEN_MISMATCH,
+    TEXT_MISMATCH,
+    TOOL_CALL_FORMAT,
+    WHITESPACE_DRIFT,
+    Comparison,
+    Kind,
+    MismatchKind,
+    Region,
+    TokenView,
+    _token_repr,
+)
 from .render import CALL_BEGIN, SECTION_BEGIN, SECTION_END, THINK_BEGIN, THINK_END
 from .tokenizer import KimiTokenizer, load_tokenizer
 
@@ -45,60 +75,6 @@ __all__ = [
     "is_canonical",
 ]
 
-class MismatchKind(str, enum.Enum):
-    """How two id lists differ, from the most benign to the most serious: the one list of the kinds.
-
-    Results carry the plain string values (``Comparison.kind == "exact"``, what rows and reports write);
-    ``MismatchKind(comparison.kind)`` gives the member. The constants below, :data:`KINDS` and the
-    :data:`Kind` type are derived from (or tested against) this enum.
-    """
-
-    EXACT = "exact"
-    NON_CANONICAL_BPE = "non_canonical_bpe"
-    WHITESPACE_DRIFT = "whitespace_drift"
-    REASONING_MISSING = "reasoning_missing"
-    SPECIAL_TOKEN_MISMATCH = "special_token_mismatch"
-    TOOL_CALL_FORMAT = "tool_call_format"
-    TEXT_MISMATCH = "text_mismatch"
-
-
-#: The type of a kind for type checkers; tests/test_mismatch_kinds.py checks it lists the enum's values in order.
-Kind = Literal[
-    "exact",
-    "non_canonical_bpe",
-    "whitespace_drift",
-    "reasoning_missing",
-    "special_token_mismatch",
-    "tool_call_format",
-    "text_mismatch",
-]
-
-EXACT: Final[Kind] = MismatchKind.EXACT.value
-NON_CANONICAL_BPE: Final[Kind] = MismatchKind.NON_CANONICAL_BPE.value
-WHITESPACE_DRIFT: Final[Kind] = MismatchKind.WHITESPACE_DRIFT.value
-REASONING_MISSING: Final[Kind] = MismatchKind.REASONING_MISSING.value
-SPECIAL_TOKEN_MISMATCH: Final[Kind] = MismatchKind.SPECIAL_TOKEN_MISMATCH.value
-TOOL_CALL_FORMAT: Final[Kind] = MismatchKind.TOOL_CALL_FORMAT.value
-TEXT_MISMATCH: Final[Kind] = MismatchKind.TEXT_MISMATCH.value
-
-#: Every kind, from the most benign to the most serious. :attr:`Comparison.kind` is the most serious
-#: kind of difference found.
-KINDS: Final[tuple[Kind, ...]] = (
-    EXACT,
-    NON_CANONICAL_BPE,
-    WHITESPACE_DRIFT,
-    REASONING_MISSING,
-    SPECIAL_TOKEN_MISMATCH,
-    TOOL_CALL_FORMAT,
-    TEXT_MISMATCH,
-)
-#: Kinds under which the reconstruction trains the same text: identical ids, or the same bytes split differently.
-BENIGN_KINDS: Final[frozenset[Kind]] = frozenset({EXACT, NON_CANONICAL_BPE})
-
-#: Where the first difference falls in the reference: before ``</think>``, in the content, inside the
-#: tool-call section, or in the trailing special tokens (``<|im_end|>``) / past the reference's end.
-Region = Literal["reasoning", "content", "tool_calls", "end"]
-
 #: A special id replaced by at most this many other tokens counts as a wrong special id (e.g. the
 #: ordinary id 163533, "chas", written where ``<|im_end|>`` 163586 belongs), not as a text difference.
 SUBSTITUTE_MAX_TOKENS: Final = 3
@@ -110,111 +86,6 @@ _SEVERITY: Final[dict[str, int]] = {k: i for i, k in enumerate(KINDS)}
 #: with thousands of special ids, where difflib is quadratic) the remaining stretches are paired by the
 #: units that occur once on each side instead, which is near-linear.
 ALIGN_BUDGET = 200_000
-
-
-@dataclass(frozen=True)
-class TokenView:
-    """One token of the evidence window: its position, id, exact bytes, and whether it is special."""
-
-    index: int
-    id: int
-    data: bytes
-    special: bool
-
-    @property
-    def text(self) -> str:
-        """The bytes as UTF-8; bytes that are only part of a character become ``\\xNN`` escapes."""
-        return self.data.decode("utf-8", "backslashreplace")
-
-    def __str__(self) -> str:
-        return f"[{self.index}] {self.id} {_token_repr(self.data, self.special)}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "id": self.id, "text": self.text, "bytes": self.data.hex(), "special": self.special}
-
-
-def _token_repr(data: bytes, special: bool) -> str:
-    """``<|im_end|>`` for a special token, ``'text'`` for whole characters, ``b'\\xe4\\xbd'`` for partial ones."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return repr(data)
-    return text if special else repr(text)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """How reference ids (what the model generated) compare with reconstructed ids.
-
-    ``kind`` is the most serious kind in ``kinds`` (every kind of difference found, in :data:`KINDS`
-    order). ``first_diff`` is the first index where the id lists differ (the shorter length when one is a
-    prefix of the other; None when exact), ``region`` where it falls in the reference, and the windows
-    hold the tokens around it on each side. ``diff_size`` counts the ids of both sides outside their
-    common prefix and suffix (0 when exact): a rough size of the difference, used to rank examples.
-    ``reference_canonical`` / ``reconstructed_canonical`` say, for ``non_canonical_bpe`` only, which side
-    is what one encode of the text gives (None otherwise).
-    """
-
-    kind: Kind
-    kinds: tuple[Kind, ...]
-    detail: str
-    reference_len: int
-    reconstructed_len: int
-    first_diff: int | None
-    region: Region | None
-    reference_window: tuple[TokenView, ...]
-    reconstructed_window: tuple[TokenView, ...]
-    diff_size: int
-    reference_canonical: bool | None = None
-    reconstructed_canonical: bool | None = None
-
-    @property
-    def exact(self) -> bool:
-        return self.kind == EXACT
-
-    @property
-    def benign(self) -> bool:
-        """True for ``exact`` and ``non_canonical_bpe``: the same text, the same special tokens."""
-        return self.kind in BENIGN_KINDS
-
-    def headline(self) -> str:
-        """One line: kind, lengths and where the first difference is."""
-        others = [k for k in self.kinds if k != self.kind]
-        also = f" (also {', '.join(others)})" if others else ""
-        lengths = f"reference {self.reference_len} ids, reconstructed {self.reconstructed_len} ids"
-        if self.first_diff is None:
-            return f"{self.kind}: {lengths}"
-        return f"{self.kind}{also}: {lengths}; first difference at index {self.first_diff} ({self.region})"
-
-    def explain(self) -> str:
-        """A readable, multi-line account: headline, detail and the tokens around the first difference."""
-        lines = [self.headline(), f"  {self.detail}"]
-        if self.first_diff is not None:
-            lines.append("  reference     " + _window_text(self.reference_window, self.first_diff))
-            lines.append("  reconstructed " + _window_text(self.reconstructed_window, self.first_diff))
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.explain()
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable form."""
-        return {
-            "kind": self.kind,
-            "kinds": list(self.kinds),
-            "exact": self.exact,
-            "benign": self.benign,
-            "detail": self.detail,
-            "reference_len": self.reference_len,
-            "reconstructed_len": self.reconstructed_len,
-            "first_diff": self.first_diff,
-            "region": self.region,
-            "reference_window": [t.to_dict() for t in self.reference_window],
-            "reconstructed_window": [t.to_dict() for t in self.reconstructed_window],
-            "diff_size": self.diff_size,
-            "reference_canonical": self.reference_canonical,
-            "reconstructed_canonical": self.reconstructed_canonical,
-        }
 
 
 def check_ids(ids: object, tokenizer: KimiTokenizer, field: str, *, sample: object = None) -> list[int]:
@@ -715,176 +586,3 @@ class _Comparer:
         )
 
 
-def _units(n: int, specials: list[int], spans: list[bytes], positions: list[int]) -> tuple[list[tuple[str, object]], list[int]]:
-    """Interleaved ("text", squashed text) / ("special", id) units of ``n`` ids, and each unit's index in them."""
-    units: list[tuple[str, object]] = []
-    where: list[int] = []
-    for i, t, span in zip(positions, specials, spans):
-        units += [("text", _squash(span)), ("special", t)]
-        where += [i, i]
-    units.append(("text", _squash(spans[-1])))
-    where.append(n)
-    return units, where
-
-
-def _matching_blocks(a: Sequence[Hashable], b: Sequence[Hashable], budget: int) -> list[tuple[int, int, int]]:
-    """(i, j, n) blocks with ``a[i:i+n] == b[j:j+n]``, in order, none crossing another.
-
-    While the budget lasts these are difflib's matching blocks (``SequenceMatcher(None, a, b,
-    autojunk=False)``, before it merges adjacent ones): the longest common block, then the same on
-    each side of it. Each search costs one step per pair of equal units it scans, known before it
-    runs. A stretch whose search would overrun the budget is split at the units that occur once on
-    each side of it (:func:`_unique_pairs`, as patience diff does), and the pieces are searched again;
-    once that has scanned a few times the units, the rest only gets its common start and end paired.
-    """
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
-    in_b = Counter(b)
-    steps = list(accumulate((in_b.get(x, 0) for x in a), initial=0))  # the search over a[lo:hi] scans steps[hi] - steps[lo]
-    scans = 4 * (len(a) + len(b))  # units the unique-unit splits may read, so the whole stays near-linear
-    blocks: list[tuple[int, int, int]] = []
-    todo = [(0, len(a), 0, len(b))]
-    while todo:
-        alo, ahi, blo, bhi = todo.pop()
-        if alo >= ahi or blo >= bhi:
-            continue
-        cost = steps[ahi] - steps[alo]
-        if cost <= budget:
-            budget -= cost
-            i, j, n = matcher.find_longest_match(alo, ahi, blo, bhi)
-            if n:
-                blocks.append((i, j, n))
-                todo += [(alo, i, blo, j), (i + n, ahi, j + n, bhi)]
-            continue
-        scans -= (ahi - alo) + (bhi - blo)
-        pairs = _unique_pairs(a, b, alo, ahi, blo, bhi) if scans >= 0 else []
-        if not pairs:
-            blocks += _common_ends(a, b, alo, ahi, blo, bhi)
-            continue
-        for i, j in pairs:
-            blocks.append((i, j, 1))
-            todo.append((alo, i, blo, j))
-            alo, blo = i + 1, j + 1
-        todo.append((alo, ahi, blo, bhi))
-    blocks.sort()
-    return blocks
-
-
-def _unique_pairs(a: Sequence[Hashable], b: Sequence[Hashable], alo: int, ahi: int, blo: int, bhi: int) -> list[tuple[int, int]]:
-    """The longest in-order chain of units that occur exactly once in ``a[alo:ahi]`` and in ``b[blo:bhi]``,
-    as (index in a, index in b)."""
-    count_a, count_b = Counter(a[alo:ahi]), Counter(b[blo:bhi])
-    where_b = {x: j for j, x in enumerate(b[blo:bhi], blo) if count_b[x] == 1 and count_a.get(x) == 1}
-    return _increasing_chain([(i, where_b[x]) for i, x in enumerate(a[alo:ahi], alo) if x in where_b])
-
-
-def _common_ends(a: Sequence[Hashable], b: Sequence[Hashable], alo: int, ahi: int, blo: int, bhi: int) -> list[tuple[int, int, int]]:
-    """The blocks of the common start and the common end of ``a[alo:ahi]`` and ``b[blo:bhi]``."""
-    start = _common_prefix(a[alo:ahi], b[blo:bhi])
-    end = _common_suffix(a[alo + start : ahi], b[blo + start : bhi])
-    blocks = [(alo, blo, start)] if start else []
-    return blocks + ([(ahi - end, bhi - end, end)] if end else [])
-
-
-def _increasing_chain(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest chain of ``pairs`` (sorted by their first item) whose second items increase; of several,
-    the one that takes the earliest pair at each step (as difflib prefers the earliest of equal blocks)."""
-    # longest[n]: the longest chain that starts at pairs[n], found from the end (a longest increasing
-    # subsequence of the negated second items, read backwards).
-    tails: list[int] = []
-    longest = [0] * len(pairs)
-    for n in range(len(pairs) - 1, -1, -1):
-        key = -pairs[n][1]
-        k = bisect_left(tails, key)
-        if k == len(tails):
-            tails.append(key)
-        else:
-            tails[k] = key
-        longest[n] = k + 1
-    chain: list[tuple[int, int]] = []
-    want, last_j = len(tails), -1
-    for n, (i, j) in enumerate(pairs):
-        if want and longest[n] == want and j > last_j:
-            chain.append((i, j))
-            want, last_j = want - 1, j
-    return chain
-
-
-def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """Length of the common start of two lists or strings, compared a growing slice at a time."""
-    n = min(len(a), len(b))
-    i, step = 0, 64
-    while i < n:
-        j = min(n, i + step)
-        if a[i:j] != b[i:j]:
-            while a[i] == b[i]:
-                i += 1
-            return i
-        i, step = j, min(step * 2, 1 << 14)
-    return n
-
-
-def _common_suffix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """Length of the common end of two lists or strings."""
-    la, lb = len(a), len(b)
-    n = min(la, lb)
-    i, step = 0, 64
-    while i < n:
-        j = min(n, i + step)
-        if a[la - j : la - i] != b[lb - j : lb - i]:
-            while a[la - 1 - i] == b[lb - 1 - i]:
-                i += 1
-            return i
-        i, step = j, min(step * 2, 1 << 14)
-    return n
-
-
-def _utf8(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
-
-
-#: The ASCII characters ``str.isspace`` calls whitespace (the four separators \x1c-\x1f too).
-_ASCII_SPACE: Final = bytes(c for c in range(128) if chr(c).isspace())
-
-
-def _squash(data: bytes) -> str:
-    """The text without its whitespace (``str.isspace``)."""
-    if data.isascii():  # the common case, ten times faster than splitting the text
-        return data.translate(None, _ASCII_SPACE).decode("ascii")
-    return "".join(_utf8(data).split())
-
-
-#: Ids whose text is read first when deciding whether two long texts differ apart from whitespace.
-_HEAD_IDS: Final = 1024
-
-
-def _squashed_heads_differ(a: bytes, b: bytes) -> bool:
-    """True when texts starting with ``a`` and ``b`` surely differ apart from whitespace: their starts do."""
-    head_a, head_b = _squash(a), _squash(b)  # the full texts' squashes start with these
-    n = max(min(len(head_a), len(head_b)) - 1, 0)  # a character cut at the end of a head may read differently
-    return head_a[:n] != head_b[:n]
-
-
-def _same_apart_from_whitespace(a: bytes, b: bytes) -> bool:
-    """``_squash(a) == _squash(b)``, deciding from the first few KB when they differ there already."""
-    if a == b:
-        return True
-    if _squashed_heads_differ(a[:4096], b[:4096]):
-        return False
-    return _squash(a) == _squash(b)
-
-
-def _text_diff(a: str, b: str, width: int = 24) -> str:
-    """Where two texts first differ, with a little context on each side."""
-    i = _common_prefix(a, b)
-    lo = max(0, i - width)
-    return f"at character {i}, reference {a[lo : i + width]!r} vs reconstruction {b[lo : i + width]!r}"
-
-
-def _window_text(window: tuple[TokenView, ...], first_diff: int) -> str:
-    if not window:
-        return "(no tokens)"
-    parts = [("» " if t.index == first_diff else "") + str(t) for t in window]
-    if window[-1].index < first_diff:
-        parts.append("» (end)")
-    lead = "… " if window[0].index > 0 else ""
-    return lead + " | ".join(parts)

@@ -20,36 +20,56 @@ error); it is picklable and loads the tokenizer once per process, so it can be m
 ``datasets.Dataset.map(num_proc=N)`` (see :func:`audit_row`, :func:`audit_batch`) or Ray.
 :func:`audit_dataset` streams a JSONL file or an iterable in constant memory, optionally over a process
 pool, and returns a :class:`DatasetAudit`.
+
+This module holds the many-record operations and their tally; one record (its format, options, result
+types and per-record functions) is in :mod:`kimi_recon._records`, the process pool in :mod:`kimi_recon._pool`.
+Every name above is importable from here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import heapq
-import json
-import os
-import sys
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Sized
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections import Counter
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any
 
-from . import responses
 from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally
-from ._io import open_input
-from .compare import BENIGN_KINDS, EXACT, KINDS, Comparison, check_ids, compare_checked_ids
+from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidRecordError, preview
-from .models import AssistantTurn
 from .profiles import get_profile
-from .reconstruct import Reconstruction, reconstruct_output_ids
-from .record_options import OPTION_KEYS, parse_options
-from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
-from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 from .usage_stats import TokenCountTally, report_lines
+
+from ._pool import (
+    RecordReconstruction,
+    _audit_chunk,
+    _Job,
+    _progress_bar,
+    _reconstruct_chunk,
+    _stream,
+    _tokenizer_source,
+    _worker_count,
+)
+from ._records import (
+    ERROR,
+    REFERENCE_KEYS,
+    RESPONSE_KEYS,
+    RecordError,
+    RecordResult,
+    RecordsArg,
+    TokenizerArg,
+    audit_batch,
+    audit_record,
+    audit_row,
+    get_tokenizer,
+    iter_jsonl,
+    reconstruct_record,
+    record_id,
+    record_token_counts,
+    response_of,
+    turn_of_record,
+)
 
 __all__ = [
     "ERROR",
@@ -73,118 +93,6 @@ __all__ = [
     "response_of",
     "turn_of_record",
 ]
-
-#: Keys a record may hold its response under, in the order they are looked for.
-RESPONSE_KEYS: tuple[str, ...] = ("response", "turn", "message")
-#: Keys a record may hold its reference ids under, in the order they are looked for.
-REFERENCE_KEYS: tuple[str, ...] = ("reference_ids", "output_ids", "reference")
-#: The kind of a record that could not be compared.
-ERROR = "error"
-
-TokenizerArg = Union[KimiTokenizer, str, "os.PathLike[str]", None]
-RecordsArg = Union[Iterable[Any], str, "os.PathLike[str]"]
-_T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class RecordError:
-    """Why one record could not be compared: where it is, which field, and what was wrong."""
-
-    index: int
-    line: int | None
-    record_id: str | None
-    field: str | None
-    message: str
-    error_type: str
-
-    def where(self) -> str:
-        place = f"line {self.line}" if self.line is not None else f"record {self.index}"
-        return place + (f" (id {self.record_id!r})" if self.record_id is not None else "")
-
-    def __str__(self) -> str:
-        field_part = f"field {self.field!r}: " if self.field else ""
-        return f"{self.where()}: {field_part}{self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class RecordResult:
-    """The audit of one record: its comparison, or the error that prevented one.
-
-    ``index`` is the record's 0-based position in the input, ``line`` its 1-based line in a JSONL file.
-    ``source`` and ``flags`` come from the reconstruction (see :class:`~kimi_recon.reconstruct.Reconstruction`),
-    plus the usage check's mismatch flags; ``token_counts`` is the usage check (None when the record has
-    no ``usage``), ``provider`` who served the response (when the record says).
-    """
-
-    index: int
-    line: int | None
-    record_id: str | None
-    comparison: Comparison | None = None
-    source: str | None = None
-    flags: tuple[str, ...] = ()
-    error: RecordError | None = None
-    token_counts: TokenCounts | None = None
-    provider: str | None = None
-
-    @property
-    def kind(self) -> str:
-        """The comparison's kind, or ``"error"``."""
-        return self.comparison.kind if self.comparison is not None else ERROR
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def where(self) -> str:
-        place = f"line {self.line}" if self.line is not None else f"record {self.index}"
-        return place + (f" (id {self.record_id!r})" if self.record_id is not None else "")
-
-    def __str__(self) -> str:
-        if self.error is not None:
-            return f"{ERROR}: {self.error}"
-        assert self.comparison is not None
-        flags = f" [flags: {', '.join(self.flags)}]" if self.flags else ""
-        return f"{self.where()}, source {self.source}{flags}: {self.comparison.explain()}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable form (nested)."""
-        return {
-            "index": self.index,
-            "line": self.line,
-            "id": self.record_id,
-            "kind": self.kind,
-            "source": self.source,
-            "flags": list(self.flags),
-            "comparison": self.comparison.to_dict() if self.comparison is not None else None,
-            "error": self.error.to_dict() if self.error is not None else None,
-            "provider": self.provider,
-            "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
-        }
-
-    def to_row(self, prefix: str = "audit_") -> dict[str, Any]:
-        """Flat columns with the same types for every record (for ``datasets`` / Arrow / pandas).
-
-        ``kind``, ``exact``, ``benign``, ``first_diff`` (-1 when none), ``region``, ``detail``,
-        ``source``, ``flags`` (comma-separated), ``error_field`` and ``error`` ("" when none).
-        """
-        c, e = self.comparison, self.error
-        row: dict[str, Any] = {
-            "kind": self.kind,
-            "exact": bool(c is not None and c.exact),
-            "benign": bool(c is not None and c.benign),
-            "first_diff": -1 if c is None or c.first_diff is None else c.first_diff,
-            "region": (c.region or "") if c is not None else "",
-            "detail": c.detail if c is not None else "",
-            "source": self.source or "",
-            "flags": ",".join(self.flags),
-            "error_field": (e.field or "") if e is not None else "",
-            "error": e.message if e is not None else "",
-        }
-        return {prefix + k: v for k, v in row.items()}
-
 
 @dataclass(frozen=True)
 class DatasetAudit:
@@ -323,442 +231,6 @@ def _pct(x: float) -> str:
 
 
 # -- reading records ----------------------------------------------------------------------------------
-
-
-def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any] | InvalidRecordError]]:
-    """``(line number, record)`` for each non-blank line of a JSONL file, 1-based, read lazily.
-
-    A line that is not UTF-8, not JSON, or not a JSON object gives an :class:`InvalidRecordError`
-    in place of the record, so the caller can report it and go on.
-    """
-    for line_no, raw in _iter_lines(path):
-        yield line_no, _parse_line(raw, line_no)
-
-
-def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    with open_input(path) as f:  # "-" is stdin
-        for line_no, raw in enumerate(f, 1):
-            if raw.strip():
-                yield line_no, raw
-
-
-def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidRecordError:
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        value = json.loads(text)
-    except UnicodeDecodeError as err:
-        return InvalidRecordError(f"is not UTF-8 ({err.reason} at byte {err.start})", field="line", line=line)
-    except ValueError as err:
-        return InvalidRecordError(f"is not JSON: {err}", field="line", line=line)
-    except RecursionError:
-        return InvalidRecordError("is nested too deeply to read", field="line", line=line)
-    if not isinstance(value, dict):
-        return InvalidRecordError(f"must be a JSON object, got {type(value).__name__}", field="line", line=line)
-    return value
-
-
-def _pick(record: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, Any] | None:
-    for key in keys:
-        if key in record and record[key] is not None:
-            return key, record[key]
-    return None
-
-
-def record_id(record: object) -> str | None:
-    """The record's ``id`` as a string, or None."""
-    if isinstance(record, Mapping):
-        value = record.get("id")
-        return None if value is None else str(value)
-    return None
-
-
-def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
-    """The assistant turn of a record's response: a chat completion, a choice, or an assistant message.
-
-    :func:`kimi_recon.responses.turn_from_response` read leniently (as datasets store responses), with
-    the record's ``finish_reason`` (default ``"stop"``) and ``logprobs`` used where the response has none.
-    Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
-    """
-    field, response = response_of(rec)
-    offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
-    return responses.turn_from_response(
-        response,
-        call_index_offset=offset,
-        field=field,
-        finish_reason=rec.get("finish_reason", "stop"),
-        logprobs=rec.get("logprobs"),
-        lenient=True,
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _tokenizer_from_source(source: str | None) -> KimiTokenizer:
-    return load_tokenizer(None if source in (None, BUNDLED) else source)
-
-
-def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
-    """A tokenizer object as is; a source (None for the bundled one, a directory, a Hub id) loaded once per process."""
-    if isinstance(tokenizer, KimiTokenizer):
-        return tokenizer
-    return _tokenizer_from_source(None if tokenizer is None else os.fspath(tokenizer))
-
-
-#: The options a record may set for reconstruction (it has no prompt: tools and template options are not read).
-_RECONSTRUCT_OPTIONS = ("profile", "thinking", "call_index_offset")
-
-
-def _options(record: Mapping[str, Any], profile: str, thinking: bool) -> tuple[str, bool, int]:
-    """The record's profile, thinking and call_index_offset, read by :func:`kimi_recon.record_options.parse_options`."""
-    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS)
-    return options.profile.name, options.thinking, options.call_index_offset or 0
-
-
-def _as_record(record: object, line: int | None) -> Mapping[str, Any]:
-    if isinstance(record, InvalidInputError):
-        raise record
-    if isinstance(record, (str, bytes)):
-        parsed = _parse_line(record, line)
-        if isinstance(parsed, InvalidInputError):
-            raise parsed
-        return parsed
-    if not isinstance(record, Mapping):
-        raise InvalidInputError(f"must be an object (a mapping), got {type(record).__name__}", field="record")
-    return record
-
-
-def reconstruct_record(
-    record: Mapping[str, Any] | str | bytes,
-    tokenizer: TokenizerArg = None,
-    *,
-    profile: str = "kimi-k2.5",
-    thinking: bool = True,
-    use_logprobs: bool = True,
-) -> Reconstruction:
-    """The output ids of one record's response (a JSON line is parsed first).
-
-    The response is looked for under :data:`RESPONSE_KEYS`; a record with none of them is taken to be
-    the response itself (a chat completion, a choice or an assistant message). The record's own
-    ``profile``, ``thinking`` and ``call_index_offset`` win over the arguments. Raises
-    :class:`InvalidInputError` naming the field and the record's ``id``.
-    """
-    rec = _as_record(record, None)
-    try:
-        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs)
-    except InvalidInputError as err:
-        raise err.with_sample(record_id(rec)) from None
-
-
-def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
-    """(key, response) of a record; a record with no response key but message-like keys is the response."""
-    found = _pick(rec, RESPONSE_KEYS)
-    if found is not None:
-        return found
-    if "choices" in rec or any(k in rec for k in responses.MESSAGE_FIELDS):
-        return "response", rec
-    raise InvalidInputError(f"is missing: a record needs one of {', '.join(RESPONSE_KEYS)}", field=RESPONSE_KEYS[0])
-
-
-def _reconstruct(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool) -> Reconstruction:
-    return _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)[0]
-
-
-def _reconstruct_checked(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
-) -> tuple[Reconstruction, TokenCounts | None, tuple[str, ...], str | None]:
-    """The reconstruction, the usage check, every flag code (the check's included) and the provider."""
-    turn = turn_of_record(rec)
-    prof, think, offset = _options(rec, profile, thinking)
-    recon = reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
-    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, prof, think)
-    flags = recon.flag_codes + unchecked + (tuple(f.code for f in counts.flags()) if counts is not None else ())
-    provider = rec.get("provider", turn.metadata.get("provider"))
-    return recon, counts, flags, provider if isinstance(provider, str) else None
-
-
-def record_token_counts(
-    rec: Mapping[str, Any],
-    turn: AssistantTurn,
-    output_ids: Sequence[int],
-    tokenizer: KimiTokenizer,
-    profile: str,
-    thinking: bool,
-    prompt_len: int | None = None,
-) -> tuple[TokenCounts | None, tuple[str, ...]]:
-    """The usage check of one record (None when it carries no ``usage``) and the codes of figures that
-    could not be checked.
-
-    ``usage`` is the record's own or its response's. The prompt length is ``prompt_len`` when given,
-    else the record's ``messages`` (and ``tools``) rendered and encoded, else its ``prompt_ids``' length.
-    A prompt that cannot be rendered leaves ``prompt_tokens`` unchecked (code ``prompt_tokens_unchecked``)
-    rather than failing the record.
-    """
-    usage = rec.get("usage")
-    if not isinstance(usage, Mapping):
-        usage = turn.metadata.get("usage")
-    if not isinstance(usage, Mapping):
-        return None, ()
-    unchecked: tuple[str, ...] = ()
-    if prompt_len is None and reported_counts(usage)[0] is not None:
-        messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
-        if isinstance(messages, list):
-            from .training import encode_prompt
-
-            try:
-                opts = parse_options(rec, profile=profile, thinking=thinking)
-                prompt_len = len(
-                    encode_prompt(
-                        messages, opts.tools, opts.profile, opts.thinking, tokenizer, template_kwargs=opts.template_kwargs,
-                        thinking_effort=opts.thinking_effort, tool_choice=opts.tool_choice,
-                    )
-                )
-            except (InvalidInputError, TypeError, ValueError):
-                unchecked = (f"{PROMPT}_unchecked",)
-        elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
-            prompt_len = len(prompt_ids)
-    counts = check_with_profile(usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
-    return counts, unchecked
-
-
-def audit_record(
-    record: Mapping[str, Any] | str | bytes,
-    tokenizer: TokenizerArg = None,
-    *,
-    profile: str = "kimi-k2.5",
-    thinking: bool = True,
-    use_logprobs: bool = True,
-    index: int = 0,
-    line: int | None = None,
-) -> RecordResult:
-    """Reconstruct one record's output ids and compare them with its reference ids. Never raises on bad data.
-
-    ``tokenizer`` is a :class:`KimiTokenizer` or a source (None = bundled, a directory, a Hub id) that
-    is loaded once per process. A malformed record (not JSON, no response, bad turn, reference ids
-    missing or out of the vocabulary) gives a result whose ``error`` names the field; any other
-    exception is reported the same way with its type, so one bad record never stops a batch.
-    """
-    rid: str | None = None
-    try:
-        rec = _as_record(record, line)
-        rid = record_id(rec)
-        tok = get_tokenizer(tokenizer)
-        response_of(rec)
-        ref_found = _pick(rec, REFERENCE_KEYS)
-        if ref_found is None:
-            raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
-        reference = check_ids(ref_found[1], tok, ref_found[0])
-        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
-        # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
-        comparison = compare_checked_ids(reference, recon.ids, tokenizer_for_profile(tok, recon.profile))
-    except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
-        if isinstance(err, InvalidRecordError) and err.line is not None:
-            line = err.line
-        fld = err.field if isinstance(err, InvalidInputError) else None
-        message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
-        return RecordResult(index, line, rid, error=RecordError(index, line, rid, fld, message, type(err).__name__))
-    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider)
-
-
-def audit_row(
-    record: Mapping[str, Any],
-    tokenizer: TokenizerArg = None,
-    *,
-    profile: str = "kimi-k2.5",
-    thinking: bool = True,
-    use_logprobs: bool = True,
-    prefix: str = "audit_",
-) -> dict[str, Any]:
-    """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``."""
-    return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs).to_row(prefix)
-
-
-def audit_batch(
-    batch: Mapping[str, Sequence[Any]],
-    tokenizer: TokenizerArg = None,
-    *,
-    profile: str = "kimi-k2.5",
-    thinking: bool = True,
-    use_logprobs: bool = True,
-    prefix: str = "audit_",
-) -> dict[str, list[Any]]:
-    """Column-wise :func:`audit_row` over a batch (``dataset.map(audit_batch, batched=True)``, Ray ``map_batches``).
-
-    Returns only the audit columns; ``datasets`` adds them to the batch, with Ray merge them yourself.
-    """
-    columns = list(batch)
-    n = len(batch[columns[0]]) if columns else 0
-    out: dict[str, list[Any]] = {}
-    for i in range(n):
-        row = audit_row({c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix)
-        for k, v in row.items():
-            out.setdefault(k, []).append(v)
-    if not out:
-        out = {prefix + k: [] for k in ("kind", "exact", "benign", "first_diff", "region", "detail", "source", "flags", "error_field", "error")}
-    return out
-
-
-# -- streaming over many records ---------------------------------------------------------------------
-
-#: (0-based index, 1-based line or None, the record: a mapping, a raw JSON line, or a parse error)
-_Item = tuple[int, Union[int, None], Any]
-
-
-@dataclass(frozen=True)
-class _Job:
-    tokenizer: str | None
-    profile: str
-    thinking: bool
-    use_logprobs: bool
-
-
-def _audit_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None) -> list[RecordResult]:
-    tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
-    return [
-        audit_record(rec, tok, profile=job.profile, thinking=job.thinking, use_logprobs=job.use_logprobs, index=i, line=line)
-        for i, line, rec in items
-    ]
-
-
-@dataclass(frozen=True)
-class RecordReconstruction:
-    """One record's rebuilt ids (``ids`` None and ``error`` set when the record is malformed)."""
-
-    index: int
-    line: int | None
-    record_id: str | None
-    ids: tuple[int, ...] | None
-    source: str | None = None
-    flags: tuple[str, ...] = ()
-    error: RecordError | None = None
-    token_counts: TokenCounts | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "line": self.line,
-            "id": self.record_id,
-            "output_ids": list(self.ids) if self.ids is not None else None,
-            "source": self.source,
-            "flags": list(self.flags),
-            "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
-            "error": self.error.to_dict() if self.error is not None else None,
-        }
-
-
-def _reconstruct_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None) -> list[RecordReconstruction]:
-    tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
-    out = []
-    for index, line, record in items:
-        rid: str | None = None
-        try:
-            rec = _as_record(record, line)
-            rid = record_id(rec)
-            recon, counts, flags, _ = _reconstruct_checked(rec, tok, job.profile, job.thinking, job.use_logprobs)
-        except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
-            fld = err.field if isinstance(err, InvalidInputError) else None
-            message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
-            out.append(RecordReconstruction(index, line, rid, None, error=RecordError(index, line, rid, fld, message, type(err).__name__)))
-            continue
-        out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, flags, token_counts=counts))
-    return out
-
-
-def _init_worker(tokenizer: str | None) -> None:
-    get_tokenizer(tokenizer)  # load once per worker process
-
-
-def _items(records: RecordsArg) -> Iterator[_Item]:
-    if isinstance(records, (str, os.PathLike)):
-        for index, (line, raw) in enumerate(_iter_lines(records)):
-            yield index, line, raw  # parsed in the worker
-    else:
-        for index, rec in enumerate(records):
-            yield index, None, rec
-
-
-#: Every key a record is read for; other keys (prompts, messages) are not sent to worker processes.
-_READ_KEYS = frozenset(
-    {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
-     "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
-     "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS}  # the usage check's
-)
-
-
-def _slim(item: _Item) -> _Item:
-    index, line, rec = item
-    if isinstance(rec, Mapping) and not rec.keys() <= _READ_KEYS:
-        rec = {k: v for k, v in rec.items() if k in _READ_KEYS}
-    return index, line, rec
-
-
-def _chunks(items: Iterator[_Item], size: int) -> Iterator[list[_Item]]:
-    chunk: list[_Item] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _worker_count(workers: int | None) -> int:
-    if workers is None or workers <= 0:
-        return os.cpu_count() or 1
-    return workers
-
-
-def _tokenizer_source(tokenizer: TokenizerArg, workers: int) -> tuple[KimiTokenizer, str | None]:
-    tok = get_tokenizer(tokenizer)
-    if tok is load_tokenizer() or tok.source == BUNDLED:
-        return tok, None
-    if workers > 1 and not (tok.source and Path(tok.source).is_dir()):
-        raise InvalidInputError(
-            f"workers={workers} needs a tokenizer a worker process can load again; {tok.source!r} is not a directory "
-            "(pass the tokenizer directory, or use workers=1)",
-            field="tokenizer",
-        )
-    return tok, tok.source
-
-
-def _stream(
-    records: RecordsArg,
-    work: Callable[[list[_Item], _Job, KimiTokenizer | None], list[_T]],
-    job: _Job,
-    tok: KimiTokenizer,
-    workers: int,
-    chunk_size: int,
-    *,
-    slim: bool = True,
-) -> Iterator[_T]:
-    """Results in input order; with ``workers > 1`` at most ``4 * workers`` chunks are in flight.
-
-    ``slim`` sends workers only the keys an audit or a reconstruction reads (not the prompt).
-    """
-    items = _items(records)
-    if workers <= 1:
-        for item in items:
-            yield from work([item], job, tok)
-        return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.tokenizer,))
-    pending: deque[Future[list[_T]]] = deque()
-    try:
-        for chunk in _chunks((_slim(item) for item in items) if slim else items, chunk_size):
-            pending.append(pool.submit(work, chunk, job, None))
-            while len(pending) >= 4 * workers:
-                yield from pending.popleft().result()
-        while pending:
-            yield from pending.popleft().result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _progress_bar(records: RecordsArg, progress: bool | None, desc: str) -> Any:
-    """A tqdm bar on stderr; a disabled one (whose methods do nothing) when not shown."""
-    from tqdm import tqdm
-
-    show = sys.stderr.isatty() if progress is None else progress
-    total = len(records) if isinstance(records, Sized) and not isinstance(records, (str, bytes)) else None
-    return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=not show)
 
 
 def reconstruct_records(

@@ -1,0 +1,198 @@
+"""The process pool of :mod:`kimi_recon.dataset`: records in chunks to worker processes (each loads the
+tokenizer once), results back in input order, in bounded memory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sized
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+from . import responses
+from .errors import InvalidInputError
+from .record_options import OPTION_KEYS
+from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
+from .usage_check import TokenCounts
+
+from ._records import (
+    REFERENCE_KEYS,
+    RESPONSE_KEYS,
+    RecordError,
+    RecordResult,
+    RecordsArg,
+    TokenizerArg,
+    _as_record,
+    _iter_lines,
+    _reconstruct_checked,
+    audit_record,
+    get_tokenizer,
+    record_id,
+)
+
+_T = TypeVar("_T")
+
+_Item = tuple[int, Union[int, None], Any]
+
+
+@dataclass(frozen=True)
+class _Job:
+    tokenizer: str | None
+    profile: str
+    thinking: bool
+    use_logprobs: bool
+
+
+def _audit_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None) -> list[RecordResult]:
+    tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
+    return [
+        audit_record(rec, tok, profile=job.profile, thinking=job.thinking, use_logprobs=job.use_logprobs, index=i, line=line)
+        for i, line, rec in items
+    ]
+
+
+@dataclass(frozen=True)
+class RecordReconstruction:
+    """One record's rebuilt ids (``ids`` None and ``error`` set when the record is malformed)."""
+
+    index: int
+    line: int | None
+    record_id: str | None
+    ids: tuple[int, ...] | None
+    source: str | None = None
+    flags: tuple[str, ...] = ()
+    error: RecordError | None = None
+    token_counts: TokenCounts | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "line": self.line,
+            "id": self.record_id,
+            "output_ids": list(self.ids) if self.ids is not None else None,
+            "source": self.source,
+            "flags": list(self.flags),
+            "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
+            "error": self.error.to_dict() if self.error is not None else None,
+        }
+
+
+def _reconstruct_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None) -> list[RecordReconstruction]:
+    tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
+    out = []
+    for index, line, record in items:
+        rid: str | None = None
+        try:
+            rec = _as_record(record, line)
+            rid = record_id(rec)
+            recon, counts, flags, _ = _reconstruct_checked(rec, tok, job.profile, job.thinking, job.use_logprobs)
+        except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
+            fld = err.field if isinstance(err, InvalidInputError) else None
+            message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
+            out.append(RecordReconstruction(index, line, rid, None, error=RecordError(index, line, rid, fld, message, type(err).__name__)))
+            continue
+        out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, flags, token_counts=counts))
+    return out
+
+
+def _init_worker(tokenizer: str | None) -> None:
+    get_tokenizer(tokenizer)  # load once per worker process
+
+
+def _items(records: RecordsArg) -> Iterator[_Item]:
+    if isinstance(records, (str, os.PathLike)):
+        for index, (line, raw) in enumerate(_iter_lines(records)):
+            yield index, line, raw  # parsed in the worker
+    else:
+        for index, rec in enumerate(records):
+            yield index, None, rec
+
+
+#: Every key a record is read for; other keys (prompts, messages) are not sent to worker processes.
+_READ_KEYS = frozenset(
+    {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
+     "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
+     "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS}  # the usage check's
+)
+
+
+def _slim(item: _Item) -> _Item:
+    index, line, rec = item
+    if isinstance(rec, Mapping) and not rec.keys() <= _READ_KEYS:
+        rec = {k: v for k, v in rec.items() if k in _READ_KEYS}
+    return index, line, rec
+
+
+def _chunks(items: Iterator[_Item], size: int) -> Iterator[list[_Item]]:
+    chunk: list[_Item] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _worker_count(workers: int | None) -> int:
+    if workers is None or workers <= 0:
+        return os.cpu_count() or 1
+    return workers
+
+
+def _tokenizer_source(tokenizer: TokenizerArg, workers: int) -> tuple[KimiTokenizer, str | None]:
+    tok = get_tokenizer(tokenizer)
+    if tok is load_tokenizer() or tok.source == BUNDLED:
+        return tok, None
+    if workers > 1 and not (tok.source and Path(tok.source).is_dir()):
+        raise InvalidInputError(
+            f"workers={workers} needs a tokenizer a worker process can load again; {tok.source!r} is not a directory "
+            "(pass the tokenizer directory, or use workers=1)",
+            field="tokenizer",
+        )
+    return tok, tok.source
+
+
+def _stream(
+    records: RecordsArg,
+    work: Callable[[list[_Item], _Job, KimiTokenizer | None], list[_T]],
+    job: _Job,
+    tok: KimiTokenizer,
+    workers: int,
+    chunk_size: int,
+    *,
+    slim: bool = True,
+) -> Iterator[_T]:
+    """Results in input order; with ``workers > 1`` at most ``4 * workers`` chunks are in flight.
+
+    ``slim`` sends workers only the keys an audit or a reconstruction reads (not the prompt).
+    """
+    items = _items(records)
+    if workers <= 1:
+        for item in items:
+            yield from work([item], job, tok)
+        return
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.tokenizer,))
+    pending: deque[Future[list[_T]]] = deque()
+    try:
+        for chunk in _chunks((_slim(item) for item in items) if slim else items, chunk_size):
+            pending.append(pool.submit(work, chunk, job, None))
+            while len(pending) >= 4 * workers:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _progress_bar(records: RecordsArg, progress: bool | None, desc: str) -> Any:
+    """A tqdm bar on stderr; a disabled one (whose methods do nothing) when not shown."""
+    from tqdm import tqdm
+
+    show = sys.stderr.isatty() if progress is None else progress
+    total = len(records) if isinstance(records, Sized) and not isinstance(records, (str, bytes)) else None
+    return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=not show)

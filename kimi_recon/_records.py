@@ -1,0 +1,409 @@
+"""One record of a dataset: its format (keys, options, the JSONL reader), its result types, and what is done
+to one record (reconstruct, audit, the ``datasets``/Ray row functions). See :mod:`kimi_recon.dataset`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from . import responses
+from ._io import open_input
+from .compare import Comparison, check_ids, compare_checked_ids
+from .errors import InvalidInputError, InvalidRecordError
+from .models import AssistantTurn
+from .reconstruct import Reconstruction, reconstruct_output_ids
+from .record_options import parse_options
+from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
+from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
+
+#: Keys a record may hold its response under, in the order they are looked for.
+RESPONSE_KEYS: tuple[str, ...] = ("response", "turn", "message")
+#: Keys a record may hold its reference ids under, in the order they are looked for.
+REFERENCE_KEYS: tuple[str, ...] = ("reference_ids", "output_ids", "reference")
+#: The kind of a record that could not be compared.
+ERROR = "error"
+
+TokenizerArg = Union[KimiTokenizer, str, "os.PathLike[str]", None]
+RecordsArg = Union[Iterable[Any], str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class RecordError:
+    """Why one record could not be compared: where it is, which field, and what was wrong."""
+
+    index: int
+    line: int | None
+    record_id: str | None
+    field: str | None
+    message: str
+    error_type: str
+
+    def where(self) -> str:
+        place = f"line {self.line}" if self.line is not None else f"record {self.index}"
+        return place + (f" (id {self.record_id!r})" if self.record_id is not None else "")
+
+    def __str__(self) -> str:
+        field_part = f"field {self.field!r}: " if self.field else ""
+        return f"{self.where()}: {field_part}{self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    """The audit of one record: its comparison, or the error that prevented one.
+
+    ``index`` is the record's 0-based position in the input, ``line`` its 1-based line in a JSONL file.
+    ``source`` and ``flags`` come from the reconstruction (see :class:`~kimi_recon.reconstruct.Reconstruction`),
+    plus the usage check's mismatch flags; ``token_counts`` is the usage check (None when the record has
+    no ``usage``), ``provider`` who served the response (when the record says).
+    """
+
+    index: int
+    line: int | None
+    record_id: str | None
+    comparison: Comparison | None = None
+    source: str | None = None
+    flags: tuple[str, ...] = ()
+    error: RecordError | None = None
+    token_counts: TokenCounts | None = None
+    provider: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """The comparison's kind, or ``"error"``."""
+        return self.comparison.kind if self.comparison is not None else ERROR
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def where(self) -> str:
+        place = f"line {self.line}" if self.line is not None else f"record {self.index}"
+        return place + (f" (id {self.record_id!r})" if self.record_id is not None else "")
+
+    def __str__(self) -> str:
+        if self.error is not None:
+            return f"{ERROR}: {self.error}"
+        assert self.comparison is not None
+        flags = f" [flags: {', '.join(self.flags)}]" if self.flags else ""
+        return f"{self.where()}, source {self.source}{flags}: {self.comparison.explain()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form (nested)."""
+        return {
+            "index": self.index,
+            "line": self.line,
+            "id": self.record_id,
+            "kind": self.kind,
+            "source": self.source,
+            "flags": list(self.flags),
+            "comparison": self.comparison.to_dict() if self.comparison is not None else None,
+            "error": self.error.to_dict() if self.error is not None else None,
+            "provider": self.provider,
+            "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
+        }
+
+    def to_row(self, prefix: str = "audit_") -> dict[str, Any]:
+        """Flat columns with the same types for every record (for ``datasets`` / Arrow / pandas).
+
+        ``kind``, ``exact``, ``benign``, ``first_diff`` (-1 when none), ``region``, ``detail``,
+        ``source``, ``flags`` (comma-separated), ``error_field`` and ``error`` ("" when none).
+        """
+        c, e = self.comparison, self.error
+        row: dict[str, Any] = {
+            "kind": self.kind,
+            "exact": bool(c is not None and c.exact),
+            "benign": bool(c is not None and c.benign),
+            "first_diff": -1 if c is None or c.first_diff is None else c.first_diff,
+            "region": (c.region or "") if c is not None else "",
+            "detail": c.detail if c is not None else "",
+            "source": self.source or "",
+            "flags": ",".join(self.flags),
+            "error_field": (e.field or "") if e is not None else "",
+            "error": e.message if e is not None else "",
+        }
+        return {prefix + k: v for k, v in row.items()}
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any] | InvalidRecordError]]:
+    """``(line number, record)`` for each non-blank line of a JSONL file, 1-based, read lazily.
+
+    A line that is not UTF-8, not JSON, or not a JSON object gives an :class:`InvalidRecordError`
+    in place of the record, so the caller can report it and go on.
+    """
+    for line_no, raw in _iter_lines(path):
+        yield line_no, _parse_line(raw, line_no)
+
+
+def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    with open_input(path) as f:  # "-" is stdin
+        for line_no, raw in enumerate(f, 1):
+            if raw.strip():
+                yield line_no, raw
+
+
+def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidRecordError:
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        value = json.loads(text)
+    except UnicodeDecodeError as err:
+        return InvalidRecordError(f"is not UTF-8 ({err.reason} at byte {err.start})", field="line", line=line)
+    except ValueError as err:
+        return InvalidRecordError(f"is not JSON: {err}", field="line", line=line)
+    except RecursionError:
+        return InvalidRecordError("is nested too deeply to read", field="line", line=line)
+    if not isinstance(value, dict):
+        return InvalidRecordError(f"must be a JSON object, got {type(value).__name__}", field="line", line=line)
+    return value
+
+
+def _pick(record: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, Any] | None:
+    for key in keys:
+        if key in record and record[key] is not None:
+            return key, record[key]
+    return None
+
+
+def record_id(record: object) -> str | None:
+    """The record's ``id`` as a string, or None."""
+    if isinstance(record, Mapping):
+        value = record.get("id")
+        return None if value is None else str(value)
+    return None
+
+
+def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
+    """The assistant turn of a record's response: a chat completion, a choice, or an assistant message.
+
+    :func:`kimi_recon.responses.turn_from_response` read leniently (as datasets store responses), with
+    the record's ``finish_reason`` (default ``"stop"``) and ``logprobs`` used where the response has none.
+    Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
+    """
+    field, response = response_of(rec)
+    offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
+    return responses.turn_from_response(
+        response,
+        call_index_offset=offset,
+        field=field,
+        finish_reason=rec.get("finish_reason", "stop"),
+        logprobs=rec.get("logprobs"),
+        lenient=True,
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer_from_source(source: str | None) -> KimiTokenizer:
+    return load_tokenizer(None if source in (None, BUNDLED) else source)
+
+
+def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
+    """A tokenizer object as is; a source (None for the bundled one, a directory, a Hub id) loaded once per process."""
+    if isinstance(tokenizer, KimiTokenizer):
+        return tokenizer
+    return _tokenizer_from_source(None if tokenizer is None else os.fspath(tokenizer))
+
+
+#: The options a record may set for reconstruction (it has no prompt: tools and template options are not read).
+_RECONSTRUCT_OPTIONS = ("profile", "thinking", "call_index_offset")
+
+
+def _options(record: Mapping[str, Any], profile: str, thinking: bool) -> tuple[str, bool, int]:
+    """The record's profile, thinking and call_index_offset, read by :func:`kimi_recon.record_options.parse_options`."""
+    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS)
+    return options.profile.name, options.thinking, options.call_index_offset or 0
+
+
+def _as_record(record: object, line: int | None) -> Mapping[str, Any]:
+    if isinstance(record, InvalidInputError):
+        raise record
+    if isinstance(record, (str, bytes)):
+        parsed = _parse_line(record, line)
+        if isinstance(parsed, InvalidInputError):
+            raise parsed
+        return parsed
+    if not isinstance(record, Mapping):
+        raise InvalidInputError(f"must be an object (a mapping), got {type(record).__name__}", field="record")
+    return record
+
+
+def reconstruct_record(
+    record: Mapping[str, Any] | str | bytes,
+    tokenizer: TokenizerArg = None,
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+    use_logprobs: bool = True,
+) -> Reconstruction:
+    """The output ids of one record's response (a JSON line is parsed first).
+
+    The response is looked for under :data:`RESPONSE_KEYS`; a record with none of them is taken to be
+    the response itself (a chat completion, a choice or an assistant message). The record's own
+    ``profile``, ``thinking`` and ``call_index_offset`` win over the arguments. Raises
+    :class:`InvalidInputError` naming the field and the record's ``id``.
+    """
+    rec = _as_record(record, None)
+    try:
+        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs)
+    except InvalidInputError as err:
+        raise err.with_sample(record_id(rec)) from None
+
+
+def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
+    """(key, response) of a record; a record with no response key but message-like keys is the response."""
+    found = _pick(rec, RESPONSE_KEYS)
+    if found is not None:
+        return found
+    if "choices" in rec or any(k in rec for k in responses.MESSAGE_FIELDS):
+        return "response", rec
+    raise InvalidInputError(f"is missing: a record needs one of {', '.join(RESPONSE_KEYS)}", field=RESPONSE_KEYS[0])
+
+
+def _reconstruct(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool) -> Reconstruction:
+    return _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)[0]
+
+
+def _reconstruct_checked(
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+) -> tuple[Reconstruction, TokenCounts | None, tuple[str, ...], str | None]:
+    """The reconstruction, the usage check, every flag code (the check's included) and the provider."""
+    turn = turn_of_record(rec)
+    prof, think, offset = _options(rec, profile, thinking)
+    recon = reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
+    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, prof, think)
+    flags = recon.flag_codes + unchecked + (tuple(f.code for f in counts.flags()) if counts is not None else ())
+    provider = rec.get("provider", turn.metadata.get("provider"))
+    return recon, counts, flags, provider if isinstance(provider, str) else None
+
+
+def record_token_counts(
+    rec: Mapping[str, Any],
+    turn: AssistantTurn,
+    output_ids: Sequence[int],
+    tokenizer: KimiTokenizer,
+    profile: str,
+    thinking: bool,
+    prompt_len: int | None = None,
+) -> tuple[TokenCounts | None, tuple[str, ...]]:
+    """The usage check of one record (None when it carries no ``usage``) and the codes of figures that
+    could not be checked.
+
+    ``usage`` is the record's own or its response's. The prompt length is ``prompt_len`` when given,
+    else the record's ``messages`` (and ``tools``) rendered and encoded, else its ``prompt_ids``' length.
+    A prompt that cannot be rendered leaves ``prompt_tokens`` unchecked (code ``prompt_tokens_unchecked``)
+    rather than failing the record.
+    """
+    usage = rec.get("usage")
+    if not isinstance(usage, Mapping):
+        usage = turn.metadata.get("usage")
+    if not isinstance(usage, Mapping):
+        return None, ()
+    unchecked: tuple[str, ...] = ()
+    if prompt_len is None and reported_counts(usage)[0] is not None:
+        messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
+        if isinstance(messages, list):
+            from .training import encode_prompt
+
+            try:
+                opts = parse_options(rec, profile=profile, thinking=thinking)
+                prompt_len = len(
+                    encode_prompt(
+                        messages, opts.tools, opts.profile, opts.thinking, tokenizer, template_kwargs=opts.template_kwargs,
+                        thinking_effort=opts.thinking_effort, tool_choice=opts.tool_choice,
+                    )
+                )
+            except (InvalidInputError, TypeError, ValueError):
+                unchecked = (f"{PROMPT}_unchecked",)
+        elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
+            prompt_len = len(prompt_ids)
+    counts = check_with_profile(usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
+    return counts, unchecked
+
+
+def audit_record(
+    record: Mapping[str, Any] | str | bytes,
+    tokenizer: TokenizerArg = None,
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+    use_logprobs: bool = True,
+    index: int = 0,
+    line: int | None = None,
+) -> RecordResult:
+    """Reconstruct one record's output ids and compare them with its reference ids. Never raises on bad data.
+
+    ``tokenizer`` is a :class:`KimiTokenizer` or a source (None = bundled, a directory, a Hub id) that
+    is loaded once per process. A malformed record (not JSON, no response, bad turn, reference ids
+    missing or out of the vocabulary) gives a result whose ``error`` names the field; any other
+    exception is reported the same way with its type, so one bad record never stops a batch.
+    """
+    rid: str | None = None
+    try:
+        rec = _as_record(record, line)
+        rid = record_id(rec)
+        tok = get_tokenizer(tokenizer)
+        response_of(rec)
+        ref_found = _pick(rec, REFERENCE_KEYS)
+        if ref_found is None:
+            raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
+        reference = check_ids(ref_found[1], tok, ref_found[0])
+        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
+        # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
+        comparison = compare_checked_ids(reference, recon.ids, tokenizer_for_profile(tok, recon.profile))
+    except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
+        if isinstance(err, InvalidRecordError) and err.line is not None:
+            line = err.line
+        fld = err.field if isinstance(err, InvalidInputError) else None
+        message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
+        return RecordResult(index, line, rid, error=RecordError(index, line, rid, fld, message, type(err).__name__))
+    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider)
+
+
+def audit_row(
+    record: Mapping[str, Any],
+    tokenizer: TokenizerArg = None,
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+    use_logprobs: bool = True,
+    prefix: str = "audit_",
+) -> dict[str, Any]:
+    """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``."""
+    return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs).to_row(prefix)
+
+
+def audit_batch(
+    batch: Mapping[str, Sequence[Any]],
+    tokenizer: TokenizerArg = None,
+    *,
+    profile: str = "kimi-k2.5",
+    thinking: bool = True,
+    use_logprobs: bool = True,
+    prefix: str = "audit_",
+) -> dict[str, list[Any]]:
+    """Column-wise :func:`audit_row` over a batch (``dataset.map(audit_batch, batched=True)``, Ray ``map_batches``).
+
+    Returns only the audit columns; ``datasets`` adds them to the batch, with Ray merge them yourself.
+    """
+    columns = list(batch)
+    n = len(batch[columns[0]]) if columns else 0
+    out: dict[str, list[Any]] = {}
+    for i in range(n):
+        row = audit_row({c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix)
+        for k, v in row.items():
+            out.setdefault(k, []).append(v)
+    if not out:
+        out = {prefix + k: [] for k in ("kind", "exact", "benign", "first_diff", "region", "detail", "source", "flags", "error_field", "error")}
+    return out
+
+
+# -- streaming over many records ---------------------------------------------------------------------
+
+#: (0-based index, 1-based line or None, the record: a mapping, a raw JSON line, or a parse error)
