@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 from conftest import OFFICIAL, read_jsonl
 
-from kimi_recon import load_tokenizer, render_prompt
-from kimi_recon import chat_template
+from kimi_recon import chat_template, load_tokenizer, render_prompt
+from kimi_recon.chat_template import (
+    bundled_template_sources,
+    compile_template,
+    render_chat_template,
+)
 from kimi_recon.errors import InvalidInputError
-from kimi_recon.chat_template import bundled_template_sources, compile_template, render_chat_template
 from kimi_recon.profiles import get_profile
 
 CASES = read_jsonl(OFFICIAL / "turns.jsonl") + read_jsonl(OFFICIAL / "turns_adversarial.jsonl")
