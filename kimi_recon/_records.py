@@ -19,7 +19,7 @@ from .errors import InvalidInputError, InvalidRecordError
 from .models import AssistantTurn
 from .reconstruct import Reconstruction, reconstruct_output_ids
 from .record_options import parse_options
-from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
+from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 
 #: Keys a record may hold its response under, in the order they are looked for.
@@ -355,7 +355,8 @@ def audit_record(
             raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
         reference = check_ids(ref_found[1], tok, ref_found[0])
         recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
-        comparison = compare_checked_ids(reference, recon.ids, tok)  # reconstructed ids come from the tokenizer
+        # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
+        comparison = compare_checked_ids(reference, recon.ids, tokenizer_for_profile(tok, recon.profile))
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         if isinstance(err, InvalidRecordError) and err.line is not None:
             line = err.line

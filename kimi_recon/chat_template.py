@@ -6,6 +6,7 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from importlib import resources
 from typing import Any, NoReturn
 
 import jinja2
@@ -40,14 +41,42 @@ def alias_reasoning_fields(message: Mapping[str, Any]) -> dict[str, Any]:
     return {"thinking": reasoning, **message, "reasoning_content": reasoning}
 
 
-@functools.lru_cache(maxsize=16)
-def compile_template(source: str) -> jinja2.Template:
-    """A compiled template in an environment set up like transformers' chat-template renderer."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+def _configured(env: jinja2.Environment) -> jinja2.Environment:
+    """``env`` with transformers' chat-template filters and globals."""
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
-    return env.from_string(source)
+    return env
+
+
+@functools.lru_cache(maxsize=2)
+def _environment(sandboxed: bool) -> jinja2.Environment:
+    """transformers' chat-template environment (trim and lstrip blocks, loop controls, its filters and
+    globals); ``sandboxed=False`` is the same without the sandbox's checks on every attribute and call."""
+    options: dict[str, Any] = {"trim_blocks": True, "lstrip_blocks": True, "extensions": [loopcontrols]}
+    return _configured(ImmutableSandboxedEnvironment(**options) if sandboxed else jinja2.Environment(**options))
+
+
+@functools.lru_cache(maxsize=1)
+def bundled_template_sources() -> frozenset[str]:
+    """The texts of the chat templates this package ships (its own data, not a caller's)."""
+    data = resources.files("kimi_recon") / "data"
+    texts = {f.read_text(encoding="utf-8") for f in (data / "templates").iterdir() if f.name.endswith(".jinja")}
+    texts.add((data / "k2.5" / "chat_template.jinja").read_text(encoding="utf-8"))
+    return frozenset(texts)
+
+
+@functools.lru_cache(maxsize=16)
+def compile_template(source: str, *, sandboxed: bool | None = None) -> jinja2.Template:
+    """A compiled template in an environment set up like transformers' chat-template renderer.
+
+    ``sandboxed`` None: a template this package ships (:func:`bundled_template_sources`, trusted code
+    whose renders tests/test_chat_template_trusted.py checks equal the sandbox's) runs without the
+    sandbox, which costs ~half of a prompt's render; any other text runs sandboxed, as transformers
+    runs it."""
+    if sandboxed is None:
+        sandboxed = source not in bundled_template_sources()
+    return _environment(sandboxed).from_string(source)
 
 
 def render_chat_template(

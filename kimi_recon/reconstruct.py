@@ -102,8 +102,8 @@ def reconstruct_output_ids(
     tok = tokenizer_for_profile(tokenizer, prof)
     turn = as_turn(turn)
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
-    flags = list(rendered.flags) + surrogate_flags(rendered.segments)
     ids = encode_rendered(rendered, tok, special_text, prof)
+    flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
     source: Literal["rendered", "logprobs"] = "rendered"
     if use_logprobs and turn.logprobs is not None:
         from_logprobs, why = _ids_via_logprobs(turn, rendered, ids, tok, prof)

@@ -25,7 +25,7 @@ from typing import NamedTuple
 from .models import Flag
 from .profiles import ChatProfile, EncodingStyle
 from .special_tokens import SpecialTokenRegistry, registry_named, special_texts_in
-from .tokenizer import KimiTokenizer
+from .tokenizer import MAX_RUN_CHARS, KimiTokenizer
 
 
 class Segment(NamedTuple):
@@ -116,6 +116,7 @@ def encode_with_style(
 def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int]) -> list[int]:
     ids: list[int] = []
     ordinary = tokenizer.encode_ordinary_piece
+    short = tokenizer.encoding.encode_ordinary  # a text no official chunk cut can fall in: one call less
     template = tokenizer.encode_template_text
     for seg in segments:
         if seg.special:
@@ -123,7 +124,7 @@ def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer
         elif seg.field is None:
             ids += template(seg.text)
         elif seg.text:
-            ids += ordinary(seg.text)
+            ids += short(seg.text) if len(seg.text) <= MAX_RUN_CHARS else ordinary(seg.text)
     return ids
 
 
@@ -166,6 +167,15 @@ def surrogate_flag(text: str, field: str | None) -> Flag | None:
     )
 
 
-def surrogate_flags(segments: Iterable[Segment]) -> list[Flag]:
-    """:func:`surrogate_flag` for each field segment (and template text, under ``None``)."""
+def surrogate_flags(segments: Iterable[Segment], text: str | None = None) -> list[Flag]:
+    """:func:`surrogate_flag` for each field segment (and template text, under ``None``).
+
+    ``text``: the segments' joined text, when the caller has it: one scan of it skips the per-segment
+    scans on the (usual) turn that holds no surrogate."""
+    if text is not None:
+        try:  # C speed, and free when the text was already encoded (CPython caches a str's UTF-8)
+            text.encode("utf-8")
+            return []
+        except UnicodeEncodeError:
+            pass  # a surrogate (the only str UTF-8 refuses): find each one
     return [f for seg in segments if not seg.special and (f := surrogate_flag(seg.text, seg.field)) is not None]

@@ -289,3 +289,19 @@ def test_cli_build_samples_and_reconstruct_take_the_k3_profile(tmp_path: Path) -
         )
         assert done.returncode == 0, done.stderr
         assert [json.loads(line)[key] for line in out.read_text(encoding="utf-8").splitlines()] == expected
+
+
+def test_k3_audit_evidence_names_k3_special_tokens_not_k25_ones() -> None:
+    from kimi_recon import audit_dataset, audit_record
+
+    case = CLEAN[0]
+    assert case["output_ids"][-1] == 163586
+    wrong_end = [*case["output_ids"][:-1], 163585]  # [EOS] where the official turn ends with <|end_of_msg|>
+    record = {"id": "k3", "response": case["turn"], "reference_ids": wrong_end, "thinking": case["thinking"]}
+    for result in (audit_record(record, profile="kimi-k3"), audit_record({**record, "profile": "kimi-k3"})):
+        assert result.comparison is not None and result.comparison.kind != "exact"
+        report = result.comparison.explain()
+        assert "<|end_of_msg|>" in report and "<|im_end|>" not in report
+    audit = audit_dataset([record], profile="kimi-k3")
+    (example,) = [r for kind in audit.examples.values() for r in kind]
+    assert example.comparison is not None and "<|end_of_msg|>" in example.comparison.explain()
