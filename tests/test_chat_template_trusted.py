@@ -4,7 +4,7 @@ any other template text still renders sandboxed."""
 from __future__ import annotations
 
 import pytest
-from conftest import OFFICIAL, read_jsonl
+from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon import chat_template, load_tokenizer, render_prompt
 from kimi_recon.chat_template import (
