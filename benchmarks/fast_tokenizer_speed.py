@@ -25,9 +25,7 @@ import os
 os.environ.setdefault("RAYON_NUM_THREADS", "2")  # before tokenizers starts its thread pool
 
 import argparse
-import gc
 import json
-import random
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -38,25 +36,12 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus
+from benchmarks.timing import best_of
 from kimi_recon import load_tokenizer
 from kimi_recon.fast_tokenizer import build_fast_tokenizer, encode_like_official, official_encode_cuts
 from kimi_recon.render import render_assistant_turn
 
 HEADERS = ["method", "threads", "best s", "MB/s", "throughput vs tiktoken (same threads)"]
-
-
-def _timed(funcs: Mapping[str, Callable[[], object]], rounds: int, seed: int) -> dict[str, float]:
-    best = {name: float("inf") for name in funcs}
-    order = list(funcs)
-    rng = random.Random(seed)
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for name in order:
-            gc.collect()
-            t0 = time.perf_counter()
-            funcs[name]()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
 
 
 def _threads(n: int, run: Callable[[], object]) -> Callable[[], object]:
@@ -93,7 +78,7 @@ def measure(size_bytes: int, rounds: int, seed: int = corpus.DEFAULT_SEED) -> di
     }
     if hasattr(fast, "encode_batch_fast"):
         funcs["export encode_batch_fast (no offsets)|2"] = _threads(2, lambda: fast.encode_batch_fast(texts, add_special_tokens=False))
-    best = _timed(funcs, rounds, seed)
+    best = {name: min(t) for name, t in best_of(funcs, rounds, seed).items()}
     rows = []
     for key, seconds in best.items():
         name, threads = key.split("|")

@@ -22,9 +22,7 @@ shared machine wall time mostly measures the neighbours.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import random
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +33,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus
+from benchmarks.timing import best_of
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.profiles import get_profile
 from kimi_recon.reconstruct import reconstruct_output_ids
@@ -48,21 +47,6 @@ ROOT = Path(__file__).resolve().parent.parent
 K3_GOLDEN = ROOT / "tests" / "data" / "golden" / "official-k3-dev"
 TARGET_K3_RAW_RATIO = 1.0
 TARGET_K25_RAW_RATIO = 1.0
-
-
-def cpu_best_of(funcs: Mapping[str, Callable[[], object]], rounds: int, seed: int) -> dict[str, float]:
-    """Best process-CPU time of each function over ``rounds`` interleaved rounds (order shuffled)."""
-    best = {name: float("inf") for name in funcs}
-    order = list(funcs)
-    rng = random.Random(seed)
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for name in order:
-            gc.collect()
-            t0 = time.process_time()
-            funcs[name]()
-            best[name] = min(best[name], time.process_time() - t0)
-    return best
 
 
 def measure(records: Sequence[Mapping[str, Any]], rounds: int, seed: int) -> dict[str, Any]:
@@ -84,7 +68,7 @@ def measure(records: Sequence[Mapping[str, Any]], rounds: int, seed: int) -> dic
         "k2.5 per-profile encoder alone": lambda: [encode_segments(r.segments, k25, p25, fields_plain=r.fields_plain) for r in r25],
         "k2.5 between markers (alternative)": lambda: [between_markers(r.segments, k25) for r in r25],
     }
-    best = cpu_best_of(funcs, rounds, seed)
+    best = {name: min(t) for name, t in best_of(funcs, rounds, seed, clock=time.process_time).items()}
     exact = {
         "k3": all(encode_segments(r.segments, k3, p3) == reconstruct_output_ids(t, k3, p3).ids for r, t in zip(r3, turns)),
         "k2.5 encoder == one encode": all(

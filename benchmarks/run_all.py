@@ -56,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 import tiktoken
 
 from benchmarks import baselines, compare_speed, corpus, scale
+from benchmarks.timing import best_of
 from benchmarks import k3 as k3_bench
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
@@ -224,21 +225,6 @@ class CpuMonitor:
             return "CPU contention: unknown (no /proc/stat)"
         return (f"CPU contention during this section: hypervisor steal {self.steal_share:.1%}, "
                 f"other processes {self.foreign_share:.1%} of the machine's capacity")
-
-
-def best_of(funcs: Mapping[str, Callable[[], object]], rounds: int, seed: int) -> dict[str, list[float]]:
-    """Wall times of each function over ``rounds`` interleaved rounds (order shuffled every round)."""
-    times: dict[str, list[float]] = {name: [] for name in funcs}
-    order = list(funcs)
-    rng = random.Random(seed)
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for name in order:
-            gc.collect()
-            t0 = time.perf_counter()
-            funcs[name]()
-            times[name].append(time.perf_counter() - t0)
-    return times
 
 
 def _consume(f: Callable[[Any], object], items: Sequence[Any]) -> Callable[[], None]:
