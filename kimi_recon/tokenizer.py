@@ -234,6 +234,12 @@ class KimiTokenizer:
         """Special-token text -> id, as this tokenizer's table has it."""
         return self._special
 
+    @property
+    def specials_scannable(self) -> bool:
+        """Whether every special-token text of the table has a shape ``special_texts_in`` finds (so a scan
+        of a text finds every special token one encode would make of it)."""
+        return self._specials_scannable
+
     def special_token_text(self, token_id: int) -> str | None:
         return self._special_by_id.get(token_id)
 
@@ -262,6 +268,11 @@ class KimiTokenizer:
             if len(self._template_ids) < _TEMPLATE_CACHE_SIZE and len(text) <= 64:
                 self._template_ids[text] = ids
         return ids
+
+    @property
+    def template_text_ids(self) -> Mapping[str, list[int]]:
+        """The cache of :meth:`encode_template_text` (the segment encoders read it directly; do not mutate)."""
+        return self._template_ids
 
     def encode_with_specials(self, text: str, special_texts: Set[str]) -> list[int]:
         """``encode(text)``, given every special-token-shaped text that occurs in ``text``.
