@@ -44,7 +44,7 @@ class FlagCode(str, enum.Enum):
     so filtering on the exact names keeps working.
     """
 
-    # rendering a turn (kimi_recon.render, kimi_recon.k3)
+    # rendering a turn (kimi_recon.render, kimi_recon._k3)
     REASONING_DROPPED = "reasoning_dropped"
     REASONING_INCOMPLETE = "reasoning_incomplete"
     SPECIAL_TEXT_IN_FIELD = "special_text_in_field"

@@ -113,7 +113,7 @@ def render_prompt(
     """The prompt text up to and including the generation prompt, as the official ``apply_chat_template``.
 
     ``kimi-k2.5`` uses the tokenizer directory's own template, with tools deep-sorted and declared in
-    the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon.k3_prompt`;
+    the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon._k3_prompt`;
     ``thinking_effort`` and ``tool_choice`` are its options); the other profiles use their bundled
     templates, with tools deep-sorted as their official tokenizers do. ``tools`` may be a list or its
     JSON text (see :mod:`kimi_recon.record_options`). ``template`` replaces the template text;
