@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidInputError, preview
-from .models import Flag
+from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile
 
 __all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options", "turn_options"]
@@ -221,7 +221,7 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
     if filled:
         flags = (
             Flag(
-                "tools_null_fields_removed",
+                FlagCode.TOOLS_NULL_FIELDS_REMOVED,
                 f"removed {len(filled)} null field(s) that Arrow filled in (e.g. {filled[0]}); null is not a valid value there",
                 "tools",
             ),

@@ -8,7 +8,8 @@ from typing import Any
 
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
-from .models import AssistantTurn, Flag
+from .flags import Flag, flags_to_json
+from .models import AssistantTurn
 from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
@@ -43,13 +44,14 @@ class TrainingSample:
         return self.input_ids[self.prompt_len :]
 
     def to_dict(self) -> dict[str, Any]:
-        """The sample as JSON: ``input_ids``, ``loss_mask``, ``prompt_len``, flag codes (and ``token_counts``
-        when the usage was checked); ``kimi-recon export`` makes trainer rows of it."""
+        """The sample as JSON: ``input_ids``, ``loss_mask``, ``prompt_len``, ``flags`` (objects, see
+        :func:`~kimi_recon.flags.flags_to_json`; and ``token_counts`` when the usage was checked);
+        ``kimi-recon export`` makes trainer rows of it."""
         row: dict[str, Any] = {
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,
             "prompt_len": self.prompt_len,
-            "flags": [f.code for f in self.flags],
+            "flags": flags_to_json(self.flags),
         }
         if self.token_counts is not None:
             row["token_counts"] = self.token_counts.to_dict()
