@@ -1,7 +1,8 @@
 """Render an assistant turn as exactly the text the model generated after its generation prompt.
 
-The K2.x formats are rendered here; a profile of another format (``kimi-k3``) is rendered by its own
-module, chosen by ``ChatProfile.format``.
+The K2.x formats are rendered here (:func:`render_k2_turn`); a profile of another format (``kimi-k3``) is
+rendered by its own module. :func:`render_turn_with_flags` reaches the right one through the profile
+(``ChatProfile.render_turn``, by its ``format``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 
 from .errors import InvalidInputError, preview
 from .errors import ReasoningDroppedWarning as ReasoningDroppedWarning  # defined with the others; importable here as before
-from .k3 import render_k3_turn
-from .models import AssistantTurn, Flag
+from .flags import Flag, FlagCode
+from .models import AssistantTurn
 from .profiles import ChatProfile
 from .record_options import turn_options
 from .segments import RenderedTurn as RenderedTurn
@@ -70,8 +71,12 @@ def render_turn_with_flags(
         turn = as_turn(turn)
     prof, thinking, call_index_offset = turn_options(profile, thinking, call_index_offset)
     stop = check_stop(prof, stop)
-    if prof.format == "k3":
-        return render_k3_turn(turn, prof, thinking, stop)
+    return prof.render_turn(turn, thinking, call_index_offset=call_index_offset, stop=stop)
+
+
+def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
+    """The segments of what a K2.x model wrote after its generation prompt, and what was noticed (options
+    already checked by :func:`render_turn_with_flags`)."""
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
@@ -88,9 +93,9 @@ def render_turn_with_flags(
         segments.append(_THINK_END)
     if reasoning and not renders_reasoning:
         why = "thinking=False" if prof.thinking_style != "none" else f"profile {prof.name} has no thinking"
-        flags.append(Flag("reasoning_dropped", f"the turn has {len(reasoning)} characters of reasoning, not rendered ({why})", "reasoning"))
+        flags.append(Flag(FlagCode.REASONING_DROPPED, f"the turn has {len(reasoning)} characters of reasoning, not rendered ({why})", "reasoning"))
     if not turn.reasoning_complete:
-        flags.append(Flag("reasoning_incomplete", "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
+        flags.append(Flag(FlagCode.REASONING_INCOMPLETE, "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
 
     if turn.content:
         _add_field(segments, turn.content, "content", specials, noted)
@@ -101,11 +106,11 @@ def render_turn_with_flags(
             call_id = call.id
             if call_id is None:
                 call_id = model_tool_call_id(call.name, call_index_offset + i)
-                flags.append(Flag("generated_tool_call_id", f"no id given; wrote the model's own {call_id!r}", f"{where}.id"))
+                flags.append(Flag(FlagCode.GENERATED_TOOL_CALL_ID, f"no id given; wrote the model's own {call_id!r}", f"{where}.id"))
             elif not MODEL_TOOL_CALL_ID.fullmatch(call_id):
-                flags.append(Flag("foreign_tool_call_id", f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server probably issued it", f"{where}.id"))
+                flags.append(Flag(FlagCode.FOREIGN_TOOL_CALL_ID, f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server probably issued it", f"{where}.id"))
             if not call.arguments_are_json:
-                flags.append(Flag("arguments_not_json", "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
+                flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
             segments.append(_CALL_BEGIN)
             _add_field(segments, call_id, f"{where}.id", specials, noted)
             segments.append(_ARGUMENT_BEGIN)
@@ -114,9 +119,9 @@ def render_turn_with_flags(
         segments.append(_SECTION_END)
     if turn.truncated:
         where = "reasoning" if in_reasoning else "output"
-        flags.append(Flag("truncated", f"finish_reason is 'length': cut off inside the {where}; no <|im_end|> rendered", "finish_reason"))
+        flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no <|im_end|> rendered", "finish_reason"))
         if turn.tool_calls:
-            flags.append(Flag("truncated_tool_calls", "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
+            flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
     else:
         segments.append(marker(stop))
     fields_plain = not specials  # nothing found in the fields so far
@@ -140,7 +145,7 @@ def _add_field(segments: list[Segment], text: str, field: str, specials: set[str
         specials.update(shaped)
         found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
         if found:
-            noted.append(Flag("special_text_in_field", f"contains special-token text {found}; one encode makes it special ids", field))
+            noted.append(Flag(FlagCode.SPECIAL_TEXT_IN_FIELD, f"contains special-token text {found}; one encode makes it special ids", field))
 
 
 def render_assistant_turn(

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kimi_recon import (
     AssistantTurn,
     ToolCall,
-    k3,
+    _k3 as k3,
     load_tokenizer,
     reconstruct_output_ids,
 )
