@@ -146,9 +146,9 @@ def _render_prompt(
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
     kwargs: dict[str, Any] = dict(options.template_kwargs)
     tools = deep_sorted(list(options.tools)) if options.tools else None
-    if tools and prof.thinking_style == "prompt_opens":
+    if tools and "tools_ts_str" in prof.template_reads:
         kwargs["tools_ts_str"] = render_tools_declaration(tools)
-    if prof.thinking_style == "prompt_opens":
+    if "thinking" in prof.template_reads:
         kwargs["thinking"] = thinking
     if options.tool_choice is not None:
         kwargs["tool_choice"] = options.tool_choice
