@@ -17,8 +17,9 @@ With thinking off the prompt ends with ``<|open|>response<|sep|>`` and the turn 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .errors import InvalidTurnError
@@ -86,7 +87,19 @@ def xtml_value(value: Any) -> str:
     """An argument value as written between its tags: a string itself, anything else ``json.dumps``'d."""
     if isinstance(value, str):
         return value
+    scalar = _JSON_SCALARS.get(type(value))  # what json.dumps writes for these, without building an encoder
+    if scalar is not None and (type(value) is not float or math.isfinite(value)):
+        return scalar(value)
     return _DUMPS(dict(value) if isinstance(value, Mapping) and type(value) is not dict else value)
+
+
+#: How ``json.dumps`` writes a value of exactly these types (a finite float: its repr, as json's encoder does).
+_JSON_SCALARS: dict[type, Callable[[Any], str]] = {
+    int: int.__repr__,
+    float: float.__repr__,
+    bool: lambda v: "true" if v else "false",
+    type(None): lambda v: "null",
+}
 
 
 def parse_arguments(arguments: str | Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str | None]:
@@ -356,9 +369,59 @@ def argument_flags(
         return flags
     if args is None or all(isinstance(v, str) for v in args.values()):
         return flags  # a string value is written as the string itself: nothing to re-spell
-    if call.arguments == _DUMPS(args):
-        return flags  # the text is json.dumps of the object, so each member's text is json.dumps of its value
-    members = raw_argument_values(call.arguments)
+    spelled = _flags_of_a_dumps_spelling(call.arguments, args, written, field)
+    if spelled is not None:
+        return spelled
+    return _flags_member_by_member(call.arguments, args, written, field)
+
+
+#: The spellings ``json.dumps`` gives an object, which servers send: default or compact separators, with
+#: non-ASCII text as is or escaped. (encode, compact?) pairs, by whether the text is ASCII.
+_DUMPS_SPELLINGS: dict[bool, tuple[tuple[Callable[[Any], str], bool], ...]] = {
+    False: ((_DUMPS, False), (json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode, True)),
+    True: ((json.JSONEncoder().encode, False), (json.JSONEncoder(separators=(",", ":")).encode, True)),
+}
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _flags_of_a_dumps_spelling(text: str, args: Mapping[str, Any], written: Mapping[str, str] | None, field: str) -> list[Flag] | None:
+    """:func:`argument_flags` of ``text`` when it is ``json.dumps`` of ``args`` in one of the spellings servers
+    use (None otherwise), without reading it member by member.
+
+    Each member's text is then ``json.dumps`` of its value in that spelling, and the renderer writes the
+    value as ``json.dumps`` with default separators: the same numbers, and the same spacing unless the
+    spelling is compact and the value is an object or array with a separator in it (escaping non-ASCII
+    text changes neither; ``tests/test_hot_path_shortcuts.py`` checks every spelling against the member
+    by member reading)."""
+    spellings = _DUMPS_SPELLINGS[text.isascii()]
+    if ", " not in text and ": " not in text:
+        spellings = spellings[::-1]  # compact first
+    for encode, compact in spellings:
+        if text == encode(args):
+            if not compact:
+                return []
+            return [
+                _spacing_flag(key, value, field)
+                for key, value in args.items()
+                if isinstance(value, (Mapping, list)) and _COMPACT(value) != (written[key] if written is not None else xtml_value(value))
+            ]
+    return None
+
+
+def _spacing_flag(key: str, value: Any, field: str) -> Flag:
+    return Flag(
+        FlagCode.ARGUMENT_SPACING,
+        f"argument {key!r}: the API's JSON spaces this {xtml_type(value)} differently from json.dumps, which the "
+        "official renderer writes; the model's own spacing is unknown",
+        field,
+    )
+
+
+def _flags_member_by_member(text: str, args: Mapping[str, Any], written: Mapping[str, str] | None, field: str) -> list[Flag]:
+    """:func:`argument_flags` of JSON object ``text`` (``args`` parsed from it), each member's own text
+    compared with what the renderer writes for its value."""
+    flags: list[Flag] = []
+    members = raw_argument_values(text)
     if members is None:
         return flags
     for key, raw in members:
@@ -380,12 +443,5 @@ def argument_flags(
                 )
             )
         if isinstance(args[key], (Mapping, list)) and _spacing(raw_tokens) != _spacing(written_tokens):
-            flags.append(
-                Flag(
-                    FlagCode.ARGUMENT_SPACING,
-                    f"argument {key!r}: the API's JSON spaces this {xtml_type(args[key])} differently from json.dumps, which the "
-                    "official renderer writes; the model's own spacing is unknown",
-                    field,
-                )
-            )
+            flags.append(_spacing_flag(key, args[key], field))
     return flags

@@ -165,6 +165,34 @@ def test_arguments_written_as_json_dumps_are_written_member_by_member_the_same(a
     assert k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", k3.parse_arguments(text)) == []
 
 
+SPELLINGS = {
+    "json.dumps": lambda a: json.dumps(a, ensure_ascii=False),
+    "json.dumps ascii": json.dumps,
+    "compact": lambda a: json.dumps(a, ensure_ascii=False, separators=(",", ":")),
+    "compact ascii": lambda a: json.dumps(a, separators=(",", ":")),
+    "indented": lambda a: json.dumps(a, indent=2),
+    "spaced": lambda a: json.dumps(a, separators=(" , ", " : ")),
+}
+
+
+@given(st.dictionaries(HOSTILE, JSON_VALUES, max_size=4), st.sampled_from(sorted(SPELLINGS)))
+def test_argument_flags_of_any_spelling_equal_the_member_by_member_reading(args: dict[str, Any], spelling: str) -> None:
+    text = SPELLINGS[spelling](args)
+    parsed = k3.parse_arguments(text)
+    written = {key: k3.xtml_value(value) for key, value in json.loads(text).items()}
+    field = "tool_calls[0].function.arguments"
+    expected = k3._flags_member_by_member(text, json.loads(text), written, field)
+    if all(isinstance(v, str) for v in json.loads(text).values()):
+        expected = []  # nothing to re-spell: argument_flags stops before reading members
+    assert k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", parsed, written) == expected
+    assert k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", parsed) == expected
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), -0.0, 1e300, 1e-7, 2**70, -(2**70), True, False, None, 0])
+def test_xtml_value_of_a_scalar_is_what_json_dumps_writes(value: Any) -> None:
+    assert k3.xtml_value(value) == json.dumps(value, ensure_ascii=False)
+
+
 @given(JSON_VALUES)
 def test_xtml_value_and_type_equal_json_dumps_and_the_isinstance_chain(value: Any) -> None:
     assert k3.xtml_value(value) == (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
