@@ -2,17 +2,18 @@
 longest matching blocks (difflib within a budget, then unique units), common ends, and whitespace-blind text.
 
 Pure functions on sequences and bytes; the rule that turns what they find into a kind is in
-:mod:`kimi_recon.compare`.
+:mod:`kimi_recon._classify`.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from difflib import SequenceMatcher
 from itertools import accumulate
 from typing import Any, Final
+
 
 def _units(n: int, specials: list[int], spans: list[bytes], positions: list[int]) -> tuple[list[tuple[str, object]], list[int]]:
     """Interleaved ("text", squashed text) / ("special", id) units of ``n`` ids, and each unit's index in them."""
@@ -177,3 +178,47 @@ def _text_diff(a: str, b: str, width: int = 24) -> str:
     i = _common_prefix(a, b)
     lo = max(0, i - width)
     return f"at character {i}, reference {a[lo : i + width]!r} vs reconstruction {b[lo : i + width]!r}"
+
+
+def _trim_common_ends(ga: list[int], gb: list[int], atoms: Sequence[str], natoms: Sequence[int]) -> tuple[int, int, int, int]:
+    """(prefix end a, prefix end b, suffix start a, suffix start b) of the longest common start and end.
+
+    Common means the same bytes with special ids as themselves (not their text: ``atoms`` spells each
+    id, see :class:`kimi_recon._segmentation._Tables`), cut at a token boundary of both sides, so a
+    different BPE split of the same bytes is trimmed too.
+    """
+    pa, pb = _shared_start(ga, gb, atoms, natoms, reverse=False)
+    ea, eb = _shared_start(ga[pa:][::-1], gb[pb:][::-1], atoms, natoms, reverse=True)
+    return pa, pb, len(ga) - ea, len(gb) - eb
+
+
+def _shared_start(ga: list[int], gb: list[int], atoms: Sequence[str], natoms: Sequence[int], *, reverse: bool) -> tuple[int, int]:
+    """How many tokens of each side make their longest common start that ends at a boundary of both.
+
+    ``reverse``: the lists are reversed, and so is each token's text (the common end). Only as much
+    of each side is spelled out as the common start needs (a window that doubles), so two unrelated
+    texts cost nothing here.
+    """
+    same = _common_prefix(ga, gb)  # identical ids share every boundary
+    width = 64
+    while True:
+        wa, wb = ga[same : same + width], gb[same : same + width]
+        if reverse:  # each token's text reversed too: the whole text, reversed
+            sa, sb = "".join(map(atoms.__getitem__, wa[::-1]))[::-1], "".join(map(atoms.__getitem__, wb[::-1]))[::-1]
+        else:
+            sa, sb = "".join(map(atoms.__getitem__, wa)), "".join(map(atoms.__getitem__, wb))
+        common = _common_prefix(sa, sb)
+        a_done = common < len(sa) or same + width >= len(ga)
+        b_done = common < len(sb) or same + width >= len(gb)
+        if (a_done and b_done) or (common == len(sa) and a_done) or (common == len(sb) and b_done):
+            break
+        width *= 2
+    bounds_a = list(accumulate(map(natoms.__getitem__, wa), initial=0))
+    bounds_b = list(accumulate(map(natoms.__getitem__, wb), initial=0))
+    pa, pb = bisect_right(bounds_a, common) - 1, bisect_right(bounds_b, common) - 1
+    while bounds_a[pa] != bounds_b[pb]:
+        if bounds_a[pa] > bounds_b[pb]:
+            pa -= 1
+        else:
+            pb -= 1
+    return same + pa, same + pb

@@ -138,7 +138,10 @@ _K25_IN_K3: Mapping[str, str] = {
     "<|tool_call_argument_begin|>": '<|open|>argument key="…" type="…"<|sep|>',
     "<|tool_call_end|>": "<|close|>call<|sep|>",
 }
+#: Per special-token table (``SpecialTokenRegistry.name``): the other names constants use for its tokens,
+#: and what it has instead of each K2.5 token (a table missing here has K2.5's tokens).
 _ALIASES_OF: Mapping[str, Mapping[str, tuple[str, ...]]] = {"kimi-k2.5": _ALIASES, "kimi-k3": _K3_ALIASES}
+_INSTEAD_OF_K25: Mapping[str, Mapping[str, str]] = {"kimi-k3": _K25_IN_K3}
 _SUFFIXES = re.compile(r"(_TOKEN_IDS?|_TOKEN|_IDS?)$")
 
 
@@ -158,20 +161,22 @@ def _meant_tokens(name: str, registry: SpecialTokenRegistry) -> tuple[str, ...]:
 
 
 def _k25_constant_in_k3(name: str, value: int, decoded: str, reg: SpecialTokenRegistry) -> tuple[str | None, str | None]:
-    """(problem, note) for a constant named after a K2.5 token, checked against the K3 table."""
+    """(problem, note) for a constant named after a K2.5 token, checked against a table that renames
+    K2.5's tokens (K3's)."""
     meant = _meant_tokens(name, SPECIAL_TOKENS)
-    if not meant or reg.name != "kimi-k3":
+    renamed = _INSTEAD_OF_K25.get(reg.name)
+    if not meant or renamed is None:
         return None, None
     k25 = meant[0]
     k25_id = SPECIAL_TOKENS.id(k25)
-    k3_text = reg.text(k25_id)
-    instead = _K25_IN_K3.get(k25)
-    if instead is not None and instead in reg:  # the same id under a K3 name
+    here = reg.text(k25_id)
+    instead = renamed.get(k25)
+    if instead is not None and instead in reg:  # the same id under another name
         if value == k25_id:
-            return None, f"{name} = {value} is {k3_text} in kimi-k3 (K2.5's {k25}); the id is right, the name is K2.5's"
-        return f"{name} = {value} decodes to {decoded!r}; in kimi-k3, K2.5's {k25} is {instead} ({reg.id(instead)})", None
+            return None, f"{name} = {value} is {here} in {reg.name} (K2.5's {k25}); the id is right, the name is K2.5's"
+        return f"{name} = {value} decodes to {decoded!r}; in {reg.name}, K2.5's {k25} is {instead} ({reg.id(instead)})", None
     what = f"; K3 writes {instead} instead" if instead else ""
-    return f"{name} = {value} means K2.5's {k25}, which kimi-k3 does not have: id {k25_id} is {k3_text} there{what}", None
+    return f"{name} = {value} means K2.5's {k25}, which {reg.name} does not have: id {k25_id} is {here} there{what}", None
 
 
 def check_token_ids(

@@ -1,17 +1,26 @@
 """Chat-format profiles: where generation starts, which special-token names, and how text becomes ids.
 
 Everything that differs between the Kimi chat formats is data here: the K2.x formats (one encode of the
-rendered text is exact) and K3 (XTML tags, encoded segment by segment: one encode is wrong there).
+rendered text is exact) and K3 (XTML tags, encoded segment by segment: one encode is wrong there). The
+code that differs is reached through the profile: :meth:`ChatProfile.render_turn` and
+:meth:`ChatProfile.prompt_segments` run its ``format``'s renderers (:mod:`kimi_recon._formats`),
+:func:`kimi_recon.segments.encode_segments` its ``encoding``, and its ``special_tokens`` names the table
+(``SpecialTokenRegistry.for_profile``) and the bundled tokenizer (``tokenizer_for_profile``).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import InvalidInputError, preview
+
+if TYPE_CHECKING:
+    from .models import AssistantTurn
+    from .segments import RenderedTurn, Segment
 
 #: How a profile handles thinking: the generation prompt opens ``<think>`` (K2.5, K2.6), the model
 #: writes ``<think>`` itself (K2-Thinking), or there is no thinking at all (K2-Instruct).
@@ -69,6 +78,37 @@ class ChatProfile:
     def template_source(self) -> str | None:
         """The bundled template text, or None when the tokenizer's own template is meant."""
         return None if self.template is None else _bundled_template(self.template)
+
+    @property
+    def fields_always_ordinary(self) -> bool:
+        """True when the official encode reads special-token text inside a field as ordinary text whatever
+        the caller asks (``per_segment``: every text piece is encoded on its own, without special tokens)."""
+        return self.encoding == "per_segment"
+
+    def render_turn(self, turn: AssistantTurn, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
+        """``turn`` as this profile's format renders it (options already checked; see
+        :func:`kimi_recon.render.render_turn_with_flags`)."""
+        from ._formats import FORMATS  # the renderers import this module
+
+        return FORMATS[self.format].render_turn(turn, self, thinking, call_index_offset=call_index_offset, stop=stop)
+
+    def prompt_segments(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        thinking: bool,
+        *,
+        thinking_effort: str | None = None,
+        tool_choice: Any = None,
+    ) -> list[Segment] | None:
+        """The prompt's segments when this profile's format renders prompts in Python (K3); None when its
+        chat template does (K2.x)."""
+        from ._formats import FORMATS
+
+        render = FORMATS[self.format].render_prompt
+        if render is None:
+            return None
+        return render(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
 @functools.lru_cache(maxsize=None)

@@ -60,7 +60,7 @@ def encode_rendered(
     prof = get_profile(profile)
     if special_text not in ("special", "ordinary"):
         raise ValueError(f"special_text must be 'special' or 'ordinary', got {special_text!r}")
-    if special_text == "special" or prof.encoding == "per_segment":
+    if special_text == "special" or prof.fields_always_ordinary:
         return encode_segments(rendered.segments, tokenizer, prof, fields_plain=rendered.fields_plain, text=rendered.text)
     ids: list[int] = []
     pending = ""  # consecutive field text is one BPE span

@@ -1,7 +1,8 @@
 """Render an assistant turn as exactly the text the model generated after its generation prompt.
 
-The K2.x formats are rendered here; a profile of another format (``kimi-k3``) is rendered by its own
-module, chosen by ``ChatProfile.format``.
+The K2.x formats are rendered here (:func:`render_k2_turn`); a profile of another format (``kimi-k3``) is
+rendered by its own module. :func:`render_turn_with_flags` reaches the right one through the profile
+(``ChatProfile.render_turn``, by its ``format``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Any
 
 from .errors import InvalidInputError, preview
 from .errors import ReasoningDroppedWarning as ReasoningDroppedWarning  # defined with the others; importable here as before
-from .k3 import render_k3_turn
 from .models import AssistantTurn, Flag
 from .profiles import ChatProfile
 from .record_options import turn_options
@@ -70,8 +70,12 @@ def render_turn_with_flags(
         turn = as_turn(turn)
     prof, thinking, call_index_offset = turn_options(profile, thinking, call_index_offset)
     stop = check_stop(prof, stop)
-    if prof.format == "k3":
-        return render_k3_turn(turn, prof, thinking, stop)
+    return prof.render_turn(turn, thinking, call_index_offset=call_index_offset, stop=stop)
+
+
+def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
+    """The segments of what a K2.x model wrote after its generation prompt, and what was noticed (options
+    already checked by :func:`render_turn_with_flags`)."""
     flags: list[Flag] = []
     segments: list[Segment] = []
     reasoning = turn.reasoning or ""

@@ -15,7 +15,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -253,22 +253,26 @@ def _k3_registry() -> SpecialTokenRegistry:
 
 
 def registry_named(name: str) -> SpecialTokenRegistry:
-    """A bundled table by name: ``kimi-k2.5`` or ``kimi-k3``."""
-    if name == "kimi-k3":
-        return _k3_registry()
-    if name == "kimi-k2.5":
-        return SPECIAL_TOKENS
-    raise UnknownSpecialTokenError(f"no special-token table named {name!r}; known: kimi-k2.5, kimi-k3")
+    """A bundled table by name (a ``ChatProfile.special_tokens``): ``kimi-k2.5`` or ``kimi-k3``."""
+    table = _TABLES.get(name)
+    if table is None:
+        raise UnknownSpecialTokenError(f"no special-token table named {name!r}; known: {', '.join(_TABLES)}")
+    return table()
 
 
 def registry_matching(texts_by_id: dict[int, str]) -> SpecialTokenRegistry:
-    """The bundled table a tokenizer config's named tokens agree with (K3 when it names a K3-only token)."""
-    k3 = _k3_registry()
-    k3_only = {t.id: t.text for t in k3.named() if SPECIAL_TOKENS.text(t.id) != t.text}
-    if any(k3_only.get(tid) == text for tid, text in texts_by_id.items()):
-        return k3
+    """The bundled table a tokenizer config's named tokens agree with: another table than K2.5's when the
+    config names a token only that table has (K3's ``<|end_of_msg|>``), else K2.5's."""
+    for load in _TABLES.values():
+        other = load()
+        only_there = {t.id: t.text for t in other.named() if SPECIAL_TOKENS.text(t.id) != t.text}
+        if any(only_there.get(tid) == text for tid, text in texts_by_id.items()):
+            return other
     return SPECIAL_TOKENS
 
 
 #: The canonical Kimi-K2.5 special-token table (also K2-Thinking and K2.6).
 SPECIAL_TOKENS = SpecialTokenRegistry.kimi_k25()
+
+#: The bundled tables by name (``SpecialTokenRegistry.name``, ``ChatProfile.special_tokens``).
+_TABLES: dict[str, Callable[[], SpecialTokenRegistry]] = {"kimi-k2.5": lambda: SPECIAL_TOKENS, "kimi-k3": _k3_registry}

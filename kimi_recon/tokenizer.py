@@ -63,6 +63,7 @@ TEMPLATE_FILE = "chat_template.jinja"
 MODEL_CONFIG_FILE = "config.json"
 BUNDLED = "kimi-k2.5 (bundled)"
 BUNDLED_K3 = "kimi-k3 (bundled)"
+#: The special-token table of each bundled tokenizer, by its ``source`` (the first is the default).
 _BUNDLED_TABLES = {BUNDLED: "kimi-k2.5", BUNDLED_K3: "kimi-k3"}
 
 
@@ -330,9 +331,7 @@ def load_tokenizer(source: object = None, *, verify_hash: bool = True, profile: 
     tokenizer files; needs the ``hf`` extra and a network).
     """
     if source is None:
-        if profile is not None and get_profile(profile).special_tokens == "kimi-k3":
-            return _load_bundled_k3()
-        return _load_bundled()
+        return _bundled(get_profile(profile).special_tokens if profile is not None else _BUNDLED_TABLES[BUNDLED])
     if isinstance(source, KimiTokenizer):
         return source
     if isinstance(source, (str, os.PathLike)):
@@ -356,7 +355,12 @@ def tokenizer_for_profile(tokenizer: KimiTokenizer | None, profile: str | ChatPr
     table = get_profile(profile).special_tokens
     if tokenizer is not None and _BUNDLED_TABLES[tokenizer.source] == table:
         return tokenizer
-    return _load_bundled_k3() if table == "kimi-k3" else _load_bundled()
+    return _bundled(table)
+
+
+def _bundled(table: str) -> KimiTokenizer:
+    """The bundled vocab with the special-token names of ``table`` (a ``ChatProfile.special_tokens``)."""
+    return _BUNDLED_LOADERS[table]()
 
 
 @functools.lru_cache(maxsize=1)
@@ -378,10 +382,14 @@ def _load_bundled_k3() -> KimiTokenizer:
     return KimiTokenizer(encoding, added_tokens=added, source=BUNDLED_K3, vocab_sha256=k25.vocab_sha256)
 
 
+#: The loader of the bundled tokenizer of each special-token table, by the table's name.
+_BUNDLED_LOADERS: Mapping[str, Callable[[], KimiTokenizer]] = {"kimi-k2.5": _load_bundled, "kimi-k3": _load_bundled_k3}
+
+
 def _reload(source: str) -> KimiTokenizer:
-    if source == BUNDLED_K3:
-        return _load_bundled_k3()
-    return load_tokenizer(None if source == BUNDLED else source)
+    if source in _BUNDLED_TABLES:
+        return _bundled(_BUNDLED_TABLES[source])
+    return load_tokenizer(source)
 
 
 def _rebuild(

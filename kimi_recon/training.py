@@ -178,11 +178,7 @@ def prompt_segments(
     tool_choice: Any = None,
 ) -> list[Segment] | None:
     """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile."""
-    if profile.format != "k3":
-        return None
-    from .k3_prompt import k3_prompt_segments
-
-    return k3_prompt_segments(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    return profile.prompt_segments(messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
 def encode_prompt(

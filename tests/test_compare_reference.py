@@ -17,15 +17,17 @@ from hypothesis import strategies as st
 
 from kimi_recon import compare as compare_module
 from kimi_recon import load_tokenizer
-from kimi_recon.compare import (
-    NON_CANONICAL_BPE,
-    TEXT_MISMATCH,
-    WHITESPACE_DRIFT,
+from kimi_recon._align import (
     _common_prefix,
     _common_suffix,
     _matching_blocks,
     _same_apart_from_whitespace,
     _squash,
+)
+from kimi_recon.compare import (
+    NON_CANONICAL_BPE,
+    TEXT_MISMATCH,
+    WHITESPACE_DRIFT,
     compare_ids,
 )
 
