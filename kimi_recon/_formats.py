@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .k3 import render_k3_turn
-from .k3_prompt import k3_prompt_segments
+from ._k3 import render_k3_turn
+from ._k3_prompt import k3_prompt_segments
 from .models import AssistantTurn
 from .profiles import ChatFormat, ChatProfile
 from .render import render_k2_turn

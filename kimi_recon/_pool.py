@@ -15,6 +15,7 @@ from typing import Any, TypeVar, Union
 
 from . import responses
 from .errors import InvalidInputError
+from .flags import Flag, flags_to_json
 from .record_options import OPTION_KEYS
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
 from .usage_check import TokenCounts
@@ -64,7 +65,7 @@ class RecordReconstruction:
     record_id: str | None
     ids: tuple[int, ...] | None
     source: str | None = None
-    flags: tuple[str, ...] = ()
+    flags: tuple[Flag, ...] = ()
     error: RecordError | None = None
     token_counts: TokenCounts | None = None
 
@@ -75,7 +76,7 @@ class RecordReconstruction:
             "id": self.record_id,
             "output_ids": list(self.ids) if self.ids is not None else None,
             "source": self.source,
-            "flags": list(self.flags),
+            "flags": flags_to_json(self.flags),
             "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
         }

@@ -16,6 +16,7 @@ from . import responses
 from ._io import open_input
 from .compare import Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError, InvalidRecordError
+from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
 from .models import AssistantTurn
 from .reconstruct import Reconstruction, reconstruct_output_ids
 from .record_options import parse_options
@@ -71,7 +72,7 @@ class RecordResult:
     record_id: str | None
     comparison: Comparison | None = None
     source: str | None = None
-    flags: tuple[str, ...] = ()
+    flags: tuple[Flag, ...] = ()
     error: RecordError | None = None
     token_counts: TokenCounts | None = None
     provider: str | None = None
@@ -85,6 +86,10 @@ class RecordResult:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def flag_codes(self) -> tuple[FlagCode, ...]:
+        return tuple(f.code for f in self.flags)
+
     def where(self) -> str:
         place = f"line {self.line}" if self.line is not None else f"record {self.index}"
         return place + (f" (id {self.record_id!r})" if self.record_id is not None else "")
@@ -93,7 +98,7 @@ class RecordResult:
         if self.error is not None:
             return f"{ERROR}: {self.error}"
         assert self.comparison is not None
-        flags = f" [flags: {', '.join(self.flags)}]" if self.flags else ""
+        flags = f" [flags: {', '.join(f.code.value for f in self.flags)}]" if self.flags else ""
         return f"{self.where()}, source {self.source}{flags}: {self.comparison.explain()}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,7 +109,7 @@ class RecordResult:
             "id": self.record_id,
             "kind": self.kind,
             "source": self.source,
-            "flags": list(self.flags),
+            "flags": flags_to_json(self.flags),
             "comparison": self.comparison.to_dict() if self.comparison is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
             "provider": self.provider,
@@ -115,7 +120,8 @@ class RecordResult:
         """Flat columns with the same types for every record (for ``datasets`` / Arrow / pandas).
 
         ``kind``, ``exact``, ``benign``, ``first_diff`` (-1 when none), ``region``, ``detail``,
-        ``source``, ``flags`` (comma-separated), ``error_field`` and ``error`` ("" when none).
+        ``source``, ``flags`` (the codes comma-separated: :func:`~kimi_recon.flags.flag_codes_text`, since Arrow
+        cannot type a list that is empty in the first rows), ``error_field`` and ``error`` ("" when none).
         """
         c, e = self.comparison, self.error
         row: dict[str, Any] = {
@@ -126,7 +132,7 @@ class RecordResult:
             "region": (c.region or "") if c is not None else "",
             "detail": c.detail if c is not None else "",
             "source": self.source or "",
-            "flags": ",".join(self.flags),
+            "flags": flag_codes_text(self.flags),
             "error_field": (e.field or "") if e is not None else "",
             "error": e.message if e is not None else "",
         }
@@ -272,13 +278,13 @@ def _reconstruct(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, think
 
 def _reconstruct_checked(
     rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
-) -> tuple[Reconstruction, TokenCounts | None, tuple[str, ...], str | None]:
-    """The reconstruction, the usage check, every flag code (the check's included) and the provider."""
+) -> tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]:
+    """The reconstruction, the usage check, every flag (the check's included) and the provider."""
     turn = turn_of_record(rec)
     prof, think, offset = _options(rec, profile, thinking)
     recon = reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
     counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, prof, think)
-    flags = recon.flag_codes + unchecked + (tuple(f.code for f in counts.flags()) if counts is not None else ())
+    flags = recon.flags + unchecked + (counts.flags() if counts is not None else ())
     provider = rec.get("provider", turn.metadata.get("provider"))
     return recon, counts, flags, provider if isinstance(provider, str) else None
 
@@ -291,8 +297,8 @@ def record_token_counts(
     profile: str,
     thinking: bool,
     prompt_len: int | None = None,
-) -> tuple[TokenCounts | None, tuple[str, ...]]:
-    """The usage check of one record (None when it carries no ``usage``) and the codes of figures that
+) -> tuple[TokenCounts | None, tuple[Flag, ...]]:
+    """The usage check of one record (None when it carries no ``usage``) and the flags of figures that
     could not be checked.
 
     ``usage`` is the record's own or its response's. The prompt length is ``prompt_len`` when given,
@@ -305,7 +311,7 @@ def record_token_counts(
         usage = turn.metadata.get("usage")
     if not isinstance(usage, Mapping):
         return None, ()
-    unchecked: tuple[str, ...] = ()
+    unchecked: tuple[Flag, ...] = ()
     if prompt_len is None and reported_counts(usage)[0] is not None:
         messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
         if isinstance(messages, list):
@@ -319,8 +325,9 @@ def record_token_counts(
                         thinking_effort=opts.thinking_effort, tool_choice=opts.tool_choice,
                     )
                 )
-            except (InvalidInputError, TypeError, ValueError):
-                unchecked = (f"{PROMPT}_unchecked",)
+            except (InvalidInputError, TypeError, ValueError) as err:
+                why = f"the prompt could not be rendered to check usage.{PROMPT}: {type(err).__name__}: {err}"
+                unchecked = (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, why, f"usage.{PROMPT}"),)
         elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
             prompt_len = len(prompt_ids)
     counts = check_with_profile(usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))

@@ -386,7 +386,8 @@ def _record_card(n: int, record: Mapping[str, Any]) -> str:
         f"first difference at index {esc(c.get('first_diff'))} ({esc(c.get('region'))}); difference size {esc(c.get('diff_size'))}"
         f"; ids from {esc(clip(str(record.get('source')), ID_CHARS))}"
     )
-    times = Counter(str(f) for f in record.get("flags", []))  # a flag repeats once per field it concerns
+    # a flag repeats once per field it concerns; older reports hold bare codes, newer ones flag objects
+    times = Counter(str(f.get("code")) if isinstance(f, Mapping) else str(f) for f in record.get("flags", []))
     flags = "".join(
         f'<span class="flag">{esc(clip(f, ID_CHARS))}{f" ×{n}" if n > 1 else ""}</span> ' for f, n in list(times.items())[:FLAGS_SHOWN]
     )

@@ -9,7 +9,8 @@ A training row holds exactly what SpecForge (online ``prompts_path``) and vLLM s
 Every column has one type in every row, because the Hugging Face JSON loader fixes a column's type from
 the first block it reads (10 MB) and fails on a later row that disagrees: ``id`` is always a string
 (``line-N`` for a record without one), ``flags`` a comma-separated string of flag codes (``""`` for
-none) rather than a list that would be empty, hence untyped, in most rows, and ``token_counts`` the usage
+none: :func:`~kimi_recon.flags.flag_codes_text`, the flat form of the flag objects other outputs write)
+rather than a list that would be empty, hence untyped, in most rows, and ``token_counts`` the usage
 check as JSON text (``""`` when the record carried no usage) rather than an object most rows lack. A record that cannot become
 a row — malformed, or with no output token to train on — is an error, never a row: the trainers either
 stop at it or skip it silently.
@@ -27,6 +28,7 @@ from typing import Any, TextIO
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
 from ._records import RESPONSE_KEYS, RecordError, RecordsArg, TokenizerArg, _as_record, get_tokenizer, record_id
 from .errors import InvalidInputError, InvalidRecordError
+from .flags import flag_codes_text
 from .profiles import get_profile
 from .tokenizer import KimiTokenizer
 from .training import TrainingSample, sample_from_record
@@ -64,7 +66,7 @@ def row_of_sample(sample: TrainingSample, row_id: str | None) -> dict[str, Any]:
         "input_ids": sample.input_ids,
         "loss_mask": sample.loss_mask,
         "prompt_len": sample.prompt_len,
-        "flags": ",".join(flag.code for flag in sample.flags),
+        "flags": flag_codes_text(sample.flags),
         "token_counts": json.dumps(sample.token_counts.to_dict()) if sample.token_counts is not None else "",
     }
 

@@ -284,7 +284,7 @@ class _Tally:
         comparison = result.comparison
         assert comparison is not None
         self.counts[comparison.kind] += 1
-        self.flags.update(set(result.flags))
+        self.flags.update({f.code.value for f in result.flags})
         self.token_counts.add(result.provider, result.token_counts)
         if result.source:
             self.sources[result.source] += 1

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidTurnError, preview
+from .flags import Flag, FlagCode
+
+__all__ = ["FINISH_REASONS", "AssistantTurn", "Flag", "FlagCode", "ToolCall", "tojson"]
 
 #: finish reasons an OpenAI-compatible server reports. ``length`` means the turn was cut off.
 FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call", "eos", "error"})
@@ -106,16 +109,3 @@ class AssistantTurn:
     def truncated(self) -> bool:
         """True when the server stopped the turn at its length limit (no ``<|im_end|>`` was generated)."""
         return self.finish_reason == "length"
-
-
-@dataclass(frozen=True)
-class Flag:
-    """Something reconstruction noticed that a user should see: why the IDs may not be what the model emitted.
-
-    ``code`` is stable and machine-readable (e.g. ``reasoning_dropped``, ``special_text_in_field``);
-    ``field`` names the turn field concerned, when there is one.
-    """
-
-    code: str
-    message: str
-    field: str | None = None

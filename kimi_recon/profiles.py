@@ -66,6 +66,9 @@ class ChatProfile:
     #: whether the model writes a tool-call id (K2.x ``functions.NAME:IDX``; K3 writes none, so a
     #: server-issued id is irrelevant there)
     writes_tool_call_ids: bool = True
+    #: the variables its chat template reads besides messages and tools: ``tools_ts_str`` (the tools declared
+    #: in TypeScript, :mod:`kimi_recon.tool_declaration`) and ``thinking`` (both K2.5's)
+    template_reads: frozenset[str] = frozenset()
     #: the generation prompt: ``prompt_head`` then ``thinking_on`` / ``thinking_off``
     prompt_head: str = "<|im_assistant|>assistant<|im_middle|>"
     thinking_on: str = ""
@@ -126,6 +129,7 @@ PROFILES: dict[str, ChatProfile] = {
             "Kimi-K2.5 and K2.6: the prompt ends with <think> (or <think></think>)",
             thinking_on="<think>",
             thinking_off="<think></think>",
+            template_reads=frozenset({"tools_ts_str", "thinking"}),
         ),
         ChatProfile("kimi-k2-thinking", "model_opens", "kimi-k2-thinking.jinja", "Kimi-K2-Thinking: the model writes <think>"),
         ChatProfile("kimi-k2-instruct", "none", "kimi-k2-instruct.jinja", "Kimi-K2-Instruct: no thinking"),

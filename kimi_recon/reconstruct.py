@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .flags import Flag, FlagCode
 from .logprobs import LogprobsError, ids_from_logprobs
-from .models import AssistantTurn, Flag
+from .models import AssistantTurn
 from .profiles import ChatProfile, get_profile
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
@@ -41,7 +42,7 @@ class Reconstruction:
         return any(f.code == code for f in self.flags)
 
     @property
-    def flag_codes(self) -> tuple[str, ...]:
+    def flag_codes(self) -> tuple[FlagCode, ...]:
         return tuple(f.code for f in self.flags)
 
 
@@ -109,7 +110,8 @@ def reconstruct_output_ids(
         from_logprobs, why = _ids_via_logprobs(turn, rendered, ids, tok, prof)
         if from_logprobs is not None:
             ids, source = from_logprobs, "logprobs"
-        flags.append(Flag("logprobs_used" if from_logprobs is not None else "logprobs_fallback", why, "logprobs"))
+        code = FlagCode.LOGPROBS_USED if from_logprobs is not None else FlagCode.LOGPROBS_FALLBACK
+        flags.append(Flag(code, why, "logprobs"))
     return Reconstruction(ids, rendered.text, tuple(flags), source, prof.name, thinking)
 
 

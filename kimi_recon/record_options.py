@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidInputError, preview
-from .models import Flag
+from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile
 
 __all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options", "turn_options"]
@@ -119,7 +119,7 @@ def parse_options(
             call_index_offset=_call_index_offset(pick("call_index_offset", call_index_offset)),
             template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),
             thinking_effort=_thinking_effort(pick("thinking_effort", thinking_effort)),
-            tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon.k3_prompt)
+            tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon._k3_prompt)
             flags=flags,
         )
     except InvalidInputError as err:
@@ -147,7 +147,7 @@ def _thinking(value: object) -> bool:
 
 def _thinking_effort(value: object) -> str | None:
     if value is None or isinstance(value, str):
-        return value  # which efforts exist is the profile's to say (kimi_recon.k3_prompt)
+        return value  # which efforts exist is the profile's to say (kimi_recon._k3_prompt)
     raise InvalidInputError(f"must be a string such as \"max\", got {_short(value)}", field="thinking_effort")
 
 
@@ -221,7 +221,7 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
     if filled:
         flags = (
             Flag(
-                "tools_null_fields_removed",
+                FlagCode.TOOLS_NULL_FIELDS_REMOVED,
                 f"removed {len(filled)} null field(s) that Arrow filled in (e.g. {filled[0]}); null is not a valid value there",
                 "tools",
             ),

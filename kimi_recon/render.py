@@ -14,7 +14,8 @@ from typing import Any
 
 from .errors import InvalidInputError, preview
 from .errors import ReasoningDroppedWarning as ReasoningDroppedWarning  # defined with the others; importable here as before
-from .models import AssistantTurn, Flag
+from .flags import Flag, FlagCode
+from .models import AssistantTurn
 from .profiles import ChatProfile
 from .record_options import turn_options
 from .segments import RenderedTurn as RenderedTurn
@@ -90,9 +91,9 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
         segments.append(marker(THINK_END))
     if reasoning and not renders_reasoning:
         why = "thinking=False" if prof.thinking_style != "none" else f"profile {prof.name} has no thinking"
-        flags.append(Flag("reasoning_dropped", f"the turn has {len(reasoning)} characters of reasoning, not rendered ({why})", "reasoning"))
+        flags.append(Flag(FlagCode.REASONING_DROPPED, f"the turn has {len(reasoning)} characters of reasoning, not rendered ({why})", "reasoning"))
     if not turn.reasoning_complete:
-        flags.append(Flag("reasoning_incomplete", "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
+        flags.append(Flag(FlagCode.REASONING_INCOMPLETE, "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
 
     if turn.content:
         segments.append(Segment(turn.content, "content"))
@@ -103,11 +104,11 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
             call_id = call.id
             if call_id is None:
                 call_id = model_tool_call_id(call.name, call_index_offset + i)
-                flags.append(Flag("generated_tool_call_id", f"no id given; wrote the model's own {call_id!r}", f"{where}.id"))
+                flags.append(Flag(FlagCode.GENERATED_TOOL_CALL_ID, f"no id given; wrote the model's own {call_id!r}", f"{where}.id"))
             elif not MODEL_TOOL_CALL_ID.fullmatch(call_id):
-                flags.append(Flag("foreign_tool_call_id", f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server probably issued it", f"{where}.id"))
+                flags.append(Flag(FlagCode.FOREIGN_TOOL_CALL_ID, f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server probably issued it", f"{where}.id"))
             if not call.arguments_are_json:
-                flags.append(Flag("arguments_not_json", "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
+                flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
             segments += [
                 marker(CALL_BEGIN),
                 Segment(call_id, f"{where}.id"),
@@ -118,9 +119,9 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
         segments.append(marker(SECTION_END))
     if turn.truncated:
         where = "reasoning" if in_reasoning else "output"
-        flags.append(Flag("truncated", f"finish_reason is 'length': cut off inside the {where}; no <|im_end|> rendered", "finish_reason"))
+        flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no <|im_end|> rendered", "finish_reason"))
         if turn.tool_calls:
-            flags.append(Flag("truncated_tool_calls", "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
+            flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
     else:
         segments.append(marker(stop))
 
@@ -133,7 +134,7 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
             specials.update(shaped)
             found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
             if found:
-                flags.append(Flag("special_text_in_field", f"contains special-token text {found}; one encode makes it special ids", seg.field))
+                flags.append(Flag(FlagCode.SPECIAL_TEXT_IN_FIELD, f"contains special-token text {found}; one encode makes it special ids", seg.field))
     return RenderedTurn(tuple(s for s in segments if s.text), tuple(flags), frozenset(specials), fields_plain)
 
 

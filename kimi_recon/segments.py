@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .models import Flag
+from .flags import Flag, FlagCode
 from .profiles import ChatProfile, EncodingStyle
 from .special_tokens import SpecialTokenRegistry, registry_named, special_texts_in
 from .tokenizer import MAX_RUN_CHARS, KimiTokenizer
@@ -160,7 +160,7 @@ def surrogate_flag(text: str, field: str | None) -> Flag | None:
         return None
     n = len(_SURROGATE.findall(text))
     return Flag(
-        "lone_surrogate",
+        FlagCode.LONE_SURROGATE,
         f"holds {n} UTF-16 surrogate code point{'' if n == 1 else 's'} (first {found.group()!r} at character {found.start()}), "
         "which UTF-8 cannot carry; encoded as U+FFFD (a high+low pair as its character), so the ids there are not the model's",
         field,

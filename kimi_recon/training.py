@@ -8,7 +8,8 @@ from typing import Any
 
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
-from .models import AssistantTurn, Flag
+from .flags import Flag, flags_to_json
+from .models import AssistantTurn
 from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
@@ -43,13 +44,14 @@ class TrainingSample:
         return self.input_ids[self.prompt_len :]
 
     def to_dict(self) -> dict[str, Any]:
-        """The sample as JSON: ``input_ids``, ``loss_mask``, ``prompt_len``, flag codes (and ``token_counts``
-        when the usage was checked); ``kimi-recon export`` makes trainer rows of it."""
+        """The sample as JSON: ``input_ids``, ``loss_mask``, ``prompt_len``, ``flags`` (objects, see
+        :func:`~kimi_recon.flags.flags_to_json`; and ``token_counts`` when the usage was checked);
+        ``kimi-recon export`` makes trainer rows of it."""
         row: dict[str, Any] = {
             "input_ids": self.input_ids,
             "loss_mask": self.loss_mask,
             "prompt_len": self.prompt_len,
-            "flags": [f.code for f in self.flags],
+            "flags": flags_to_json(self.flags),
         }
         if self.token_counts is not None:
             row["token_counts"] = self.token_counts.to_dict()
@@ -111,7 +113,7 @@ def render_prompt(
     """The prompt text up to and including the generation prompt, as the official ``apply_chat_template``.
 
     ``kimi-k2.5`` uses the tokenizer directory's own template, with tools deep-sorted and declared in
-    the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon.k3_prompt`;
+    the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon._k3_prompt`;
     ``thinking_effort`` and ``tool_choice`` are its options); the other profiles use their bundled
     templates, with tools deep-sorted as their official tokenizers do. ``tools`` may be a list or its
     JSON text (see :mod:`kimi_recon.record_options`). ``template`` replaces the template text;
@@ -144,9 +146,9 @@ def _render_prompt(
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
     kwargs: dict[str, Any] = dict(options.template_kwargs)
     tools = deep_sorted(list(options.tools)) if options.tools else None
-    if tools and prof.thinking_style == "prompt_opens":
+    if tools and "tools_ts_str" in prof.template_reads:
         kwargs["tools_ts_str"] = render_tools_declaration(tools)
-    if prof.thinking_style == "prompt_opens":
+    if "thinking" in prof.template_reads:
         kwargs["thinking"] = thinking
     if options.tool_choice is not None:
         kwargs["tool_choice"] = options.tool_choice

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .models import Flag
+from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile
 
 __all__ = [
@@ -87,9 +87,9 @@ class CountCheck:
         return f"usage.completion_tokens_details.{REASONING}" if self.field == REASONING else f"usage.{self.field}"
 
     @property
-    def flag_code(self) -> str:
+    def flag_code(self) -> FlagCode:
         """The flag a mismatch raises: ``completion_tokens_mismatch``, ``prompt_tokens_mismatch``, …"""
-        return f"{self.field}_mismatch"
+        return FlagCode(f"{self.field}_mismatch")
 
     def explain(self) -> str:
         what = {PROMPT: "prompt ids", COMPLETION: "output ids", REASONING: "reasoning ids (through </think>)"}.get(self.field, "ids")
@@ -135,8 +135,9 @@ class TokenCounts:
         return {c.field: c.to_dict() for c in self.checks}
 
     def flags(self) -> tuple[Flag, ...]:
-        """One :class:`~kimi_recon.models.Flag` per figure no convention explains (code ``<field>_mismatch``)."""
-        return tuple(Flag(c.flag_code, c.explain(), c.usage_field) for c in self.mismatches)
+        """One :class:`~kimi_recon.flags.Flag` per figure no convention explains (code ``<field>_mismatch``,
+        ``delta`` reported - rebuilt)."""
+        return tuple(Flag(c.flag_code, c.explain(), c.usage_field, c.delta) for c in self.mismatches)
 
     @classmethod
     def from_dict(cls, data: object) -> TokenCounts | None:

@@ -28,7 +28,7 @@ from kimi_recon.fast_tokenizer import (
     official_encode_cuts,
 )
 from kimi_recon.errors import OutputFileError
-from kimi_recon.k3_prompt import k3_prompt_segments
+from kimi_recon._k3_prompt import k3_prompt_segments
 from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.segments import Segment
 from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS, SpecialTokenRegistry

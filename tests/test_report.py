@@ -28,6 +28,7 @@ from report_helpers import (
 from kimi_recon import load_tokenizer
 from kimi_recon._audit_breakdown import POSITION_BINS, BreakdownTally, position_bin
 from kimi_recon._report_html import render_html
+from kimi_recon.flags import Flag, FlagCode
 from kimi_recon._sample import SAMPLE_PATH, SAMPLE_SHA256, sample_path
 from kimi_recon.cli import main
 from kimi_recon.compare import KINDS, Comparison, TokenView
@@ -211,7 +212,7 @@ def test_page_for_a_million_record_audit_stays_under_5_mb() -> None:
     tok = TokenView(0, 5, ("\u4e2d" * 60).encode(), False)
     window = tuple(TokenView(i, 5, tok.data, i % 2 == 0) for i in range(9))
     worst = tuple(
-        RecordResult(i, i + 1, long, Comparison("text_mismatch", KINDS[1:], long, 10**6, 10**6, 500_000, "content", window, window, 10**6), "rendered", ("truncated",) * 20)
+        RecordResult(i, i + 1, long, Comparison("text_mismatch", KINDS[1:], long, 10**6, 10**6, 500_000, "content", window, window, 10**6), "rendered", (Flag(FlagCode.TRUNCATED, long, long),) * 20)
         for i in range(20)
     )
     errors = tuple(RecordError(i, i + 1, long, long, long, "InvalidRecordError") for i in range(100))

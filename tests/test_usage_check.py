@@ -209,6 +209,6 @@ def test_audited_turns_are_flagged_exactly_when_no_convention_explains_their_usa
     assert result.error is None and result.comparison is not None and result.comparison.exact
     expected = [code for code, ok in (("completion_tokens_mismatch", completion in completion_ok),
                                       ("reasoning_tokens_mismatch", reasoning_count in reasoning_ok)) if not ok]
-    assert [f for f in result.flags if f.endswith("_mismatch")] == expected
+    assert [f for f in result.flag_codes if f.endswith("_mismatch")] == expected
     assert result.token_counts is not None and result.token_counts.completion is not None
     assert result.token_counts.completion.delta == completion - n

@@ -48,7 +48,7 @@ def test_audit_checks_usage_of_every_record_and_reports_per_provider(tmp_path: P
     for record, flags, c_shift, p_shift in cases:
         result = audit_record(record)
         assert result.error is None and result.comparison is not None and result.comparison.exact, result
-        assert [f for f in result.flags if f.endswith("_tokens_mismatch")] == flags, record["id"]
+        assert [f for f in result.flag_codes if f.endswith("_tokens_mismatch")] == flags, record["id"]
         assert result.token_counts is not None and result.provider == record["response"]["provider"]
         assert result.token_counts.completion is not None and result.token_counts.completion.delta == c_shift
         assert result.token_counts.prompt is not None and result.token_counts.prompt.delta == p_shift
@@ -98,6 +98,10 @@ def test_reconstruct_and_build_samples_rows_carry_the_usage_check(tmp_path: Path
         for row, (record, flags, c_shift, p_shift) in zip(rows, cases):
             if command == "build-samples":  # training rows keep one type per column: JSON text, comma-separated codes
                 row = row | {"token_counts": json.loads(row["token_counts"]), "flags": row["flags"].split(",")}
+            else:  # reconstruct rows write flag objects; a usage mismatch carries its delta
+                mismatches = [f for f in row["flags"] if f["code"] == "completion_tokens_mismatch"]
+                assert [f["delta"] for f in mismatches] == ([c_shift] if mismatches else []), row["id"]
+                row = row | {"flags": [f["code"] for f in row["flags"]]}
             assert row["token_counts"]["completion_tokens"]["delta"] == c_shift, (command, row["id"])
             assert [f for f in row["flags"] if f.endswith("_tokens_mismatch")] == flags, (command, row["id"])
             if command == "build-samples":
@@ -131,7 +135,7 @@ def test_k3_records_are_checked_with_k3s_prompt_renderer_and_stop_token() -> Non
         assert result.error is None and result.token_counts is not None, result
         assert result.token_counts.prompt is not None and result.token_counts.prompt.rebuilt == len(golden["prompt_ids"])
         assert result.token_counts.prompt.agrees
-        assert [f for f in result.flags if f.endswith("_mismatch")] == (["completion_tokens_mismatch"] if shift == 3 else [])
+        assert [f for f in result.flag_codes if f.endswith("_mismatch")] == (["completion_tokens_mismatch"] if shift == 3 else [])
 
 
 def test_html_report_shows_the_usage_check_figures_of_the_json() -> None:
@@ -159,6 +163,8 @@ def test_a_record_whose_prompt_cannot_be_rendered_keeps_its_other_figures_checke
     record, *_ = records(1)[0]
     record = dict(record, messages=[{"content": "no role"}])
     result = audit_record(record)
-    assert result.error is None and "prompt_tokens_unchecked" in result.flags
+    assert result.error is None and "prompt_tokens_unchecked" in result.flag_codes
+    (unchecked,) = [f for f in result.flags if f.code == "prompt_tokens_unchecked"]
+    assert unchecked.field == "usage.prompt_tokens" and "could not be rendered" in unchecked.message
     assert result.token_counts is not None and result.token_counts.prompt is None
     assert result.token_counts.completion is not None and result.token_counts.completion.agrees

@@ -16,13 +16,8 @@ from typing import Any
 from .._training_rows import SampleResult, _failure, row_of_sample
 from ..dataset import iter_jsonl, record_id
 from ..errors import InvalidInputError
+from ..flags import flag_codes_text, flags_from_json
 from ..training import TrainingSample
-
-
-def _codes(flags: object) -> list[str]:
-    if not isinstance(flags, list):
-        return []
-    return [str(f.get("code")) if isinstance(f, Mapping) else str(f) for f in flags]
 
 
 def _ids(value: object, field: str) -> list[int]:
@@ -56,13 +51,14 @@ def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = Fals
         error = row.get("error")
         message = error.get("message") if isinstance(error, Mapping) else error
         raise InvalidInputError(f"generate recorded an error for this prompt: {message}", field="status")
-    flags = _codes(row.get("flags"))
+    # any shape an older log holds (flag objects, bare codes); renamed codes come out under their new name
+    flags = flags_from_json(row.get("flags"))
     if skip_flagged and flags:
-        raise InvalidInputError(f"is flagged ({', '.join(flags)}) and --skip-flagged is set", field="flags")
+        raise InvalidInputError(f"is flagged ({flag_codes_text(flags).replace(',', ', ')}) and --skip-flagged is set", field="flags")
     if skip_truncated and row.get("truncated"):
         raise InvalidInputError("the turn was cut (truncated) and --skip-truncated is set", field="truncated")
     training = row_of_sample(_sample(row), record_id(row))
-    training["flags"] = ",".join(flags)  # the log's flags: the adapter's and the rebuild's
+    training["flags"] = flag_codes_text(flags)  # the log's flags: the adapter's and the rebuild's
     counts = row.get("token_counts")
     training["token_counts"] = json.dumps(counts) if isinstance(counts, Mapping) else ""
     return training

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .._io import check_input, refuse_output_is_input
 from ..errors import InvalidInputError
+from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from ..profiles import get_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile
@@ -34,7 +35,7 @@ from .options import RequestOptions, request_kwargs
 from .output import OutputFile
 from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_openrouter
 from .prompts import BadPrompt, Prompt, read_prompts
-from .rows import CallInfo, Rebuilt, Reconstructor, error_row, flag, ok_row
+from .rows import CallInfo, Rebuilt, Reconstructor, error_row, ok_row
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -265,7 +266,7 @@ def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, 
     flags = rebuilt.flags
     if prompt_len is None and outcome.prompt_len_error is not None:
         message = f"the prompt could not be rendered to check usage.{PROMPT}: {outcome.prompt_len_error}"
-        flags += (flag(f"{PROMPT}_unchecked", message, f"usage.{PROMPT}"),)
+        flags += (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, message, f"usage.{PROMPT}"),)
     counts = check_with_profile(usage, rebuilt.output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
     return replace(rebuilt, flags=flags, token_counts=counts)
 

@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import InvalidInputError, OutputFileError
+from ..flags import Flag, FlagCode, flags_to_json
 from .errors import MIN_SECRET_LENGTH, REDACTED
 from .errors import OutputLockedError as OutputLockedError  # defined with the adapter's errors; importable here as before
 from .parse import join_surrogate_pairs
@@ -62,10 +63,10 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _ID_FIELDS = ("output_ids", "output_source", "prompt_ids", "sample")
 
 
-def _flagged(row: Mapping[str, Any], code: str, message: str) -> dict[str, Any]:
+def _flagged(row: Mapping[str, Any], code: FlagCode, message: str) -> dict[str, Any]:
     flags = row.get("flags")
-    flags = list(flags) if isinstance(flags, list) else []
-    return {**row, "flags": [*flags, {"code": code, "message": message, "field": None}]}
+    flags = list(flags) if isinstance(flags, list) else []  # already serialised: add one more the same way
+    return {**row, "flags": [*flags, *flags_to_json([Flag(code, message)])]}
 
 
 def _secret_needles(secret: str | None) -> tuple[str, ...]:
@@ -86,7 +87,7 @@ def _without_secret(row: Mapping[str, Any]) -> dict[str, Any]:
             "message": "the response holds the API key: it is redacted in the text, and the rebuilt ids, which "
             "would encode it, were not written",
         }
-    return _flagged(kept, "api_key_in_text", "the API key appeared in this row's text and was redacted")
+    return _flagged(kept, FlagCode.API_KEY_IN_TEXT, "the API key appeared in this row's text and was redacted")
 
 
 def _unwritable(row: Mapping[str, Any], err: BaseException) -> dict[str, Any]:
@@ -132,7 +133,7 @@ def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, An
         return row, (joined + "\n").encode("utf-8")
     flagged = _flagged(
         row,
-        "lone_surrogate",
+        FlagCode.LONE_SURROGATE,
         "the response text holds a lone UTF-16 surrogate, written here as a \\udXXX escape; it has no "
         "UTF-8 form, so the rebuilt ids cannot be the model's for that character",
     )

@@ -14,10 +14,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from .parse import count_tool_calls
 from .prompts import Prompt
-from .rows import Rebuilt, Reconstructor, flag, flag_dicts
+from .rows import Rebuilt, Reconstructor
 
 if TYPE_CHECKING:
     from ..profiles import ChatProfile
@@ -45,7 +46,7 @@ def make_reconstructor(
     def rebuild(prompt: Prompt, turn: AssistantTurn) -> Rebuilt:
         offset = count_tool_calls(prompt.messages)
         recon = reconstruct_output_ids(turn, tok, profile, thinking, call_index_offset=offset)
-        flags = list(flag_dicts(recon.flags))
+        flags = list(recon.flags)
         if not (prompt_ids or training_sample):
             return Rebuilt(recon.ids, recon.source, tuple(flags))
         sample = build_training_sample(
@@ -53,7 +54,7 @@ def make_reconstructor(
         )
         if sample.output_ids != recon.ids:
             # Both come from the same reconstruction; a difference would be a bug worth seeing.
-            flags.append(flag("sample_output_mismatch", "the training sample's output ids differ from output_ids"))
+            flags.append(Flag(FlagCode.SAMPLE_OUTPUT_MISMATCH, "the training sample's output ids differ from output_ids"))
         return Rebuilt(
             recon.ids,
             recon.source,

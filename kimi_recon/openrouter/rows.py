@@ -7,10 +7,11 @@ not be lost, it can be reprocessed offline once the cause is fixed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..flags import Flag, FlagCode, flags_to_json
 from ..models import AssistantTurn
 from ..usage_check import TokenCounts
 from .options import RequestOptions
@@ -23,7 +24,7 @@ class Rebuilt:
 
     output_ids: list[int]
     source: str
-    flags: tuple[Mapping[str, Any], ...] = ()
+    flags: tuple[Flag, ...] = ()
     prompt_ids: list[int] | None = None
     sample: Mapping[str, Any] | None = None
     prompt_len: int | None = None  # known when the prompt was encoded for prompt_ids or the sample
@@ -44,22 +45,13 @@ class CallInfo:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def flag(code: str, message: str, field: str | None = None) -> dict[str, Any]:
-    return {"code": code, "message": message, "field": field}
-
-
-def usage_flags(counts: TokenCounts) -> list[dict[str, Any]]:
-    """One flag per usage figure no counting convention explains, with its ``delta`` (reported - rebuilt)."""
-    return [{**flag(c.flag_code, c.explain(), c.usage_field), "delta": c.delta} for c in counts.mismatches]
-
-
-def adapter_flags(turn: AssistantTurn, thinking: bool) -> list[dict[str, Any]]:
+def adapter_flags(turn: AssistantTurn, thinking: bool) -> list[Flag]:
     """What the adapter knows may make the rebuilt ids differ from the model's (beyond the renderer's flags)."""
     flags = []
     for entry in turn.metadata.get("replaced_tool_call_ids", ()):
         flags.append(
-            flag(
-                "replaced_tool_call_id",
+            Flag(
+                FlagCode.REPLACED_TOOL_CALL_ID,
                 f"server id {entry['id']!r} replaced by {entry['suggested_id']!r}, the model's own format at the "
                 "conversation-wide index; the id the model actually wrote is not known",
                 f"tool_calls[{entry['index']}].id",
@@ -71,15 +63,19 @@ def adapter_flags(turn: AssistantTurn, thinking: bool) -> list[dict[str, Any]]:
         spent = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
         extra = f" although the usage reports {spent} reasoning tokens" if spent else ""
         flags.append(
-            flag(
-                "reasoning_missing",
+            Flag(
+                FlagCode.REASONING_NOT_RETURNED,
                 f"thinking is on but the response carried no reasoning{extra}; an empty think block was assumed",
                 "reasoning",
             )
         )
     if turn.metadata.get("reasoning_sources_disagree"):
         flags.append(
-            flag("reasoning_sources_disagree", "'reasoning' and the reasoning_details text differ; 'reasoning' was used", "reasoning")
+            Flag(
+                FlagCode.REASONING_SOURCES_DISAGREE,
+                "'reasoning' and the reasoning_details text differ; 'reasoning' was used",
+                "reasoning",
+            )
         )
     return flags
 
@@ -113,15 +109,15 @@ def ok_row(
     if rebuilt is not None:
         row["output_ids"] = rebuilt.output_ids
         row["output_source"] = rebuilt.source
-        flags.extend(dict(f) for f in rebuilt.flags)
+        flags.extend(rebuilt.flags)
         if rebuilt.prompt_ids is not None:
             row["prompt_ids"] = rebuilt.prompt_ids
         if rebuilt.sample is not None:
             row["sample"] = dict(rebuilt.sample)
         if rebuilt.token_counts is not None:
-            flags.extend(usage_flags(rebuilt.token_counts))
+            flags.extend(rebuilt.token_counts.flags())  # each with its delta (reported - rebuilt)
             row["token_counts"] = rebuilt.token_counts.to_dict()
-    row["flags"] = flags
+    row["flags"] = flags_to_json(flags)
     row["finish_reason"] = turn.finish_reason
     row["native_finish_reason"] = turn.metadata.get("native_finish_reason")
     row["truncated"] = turn.truncated
@@ -158,7 +154,3 @@ def error_row(
     row["response"] = dict(response) if response is not None else None
     return row
 
-
-def flag_dicts(flags: Sequence[Any]) -> tuple[dict[str, Any], ...]:
-    """``Flag`` objects (anything with ``code``/``message``/``field``) as JSON dicts."""
-    return tuple(flag(str(f.code), str(f.message), getattr(f, "field", None)) for f in flags)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidInputError, preview
-from .k3 import (
+from ._k3 import (
     END_OF_MSG,
     close_tag,
     open_tag,

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import InvalidTurnError
-from .models import AssistantTurn, Flag, ToolCall
+from .flags import Flag, FlagCode
+from .models import AssistantTurn, ToolCall
 from .profiles import ChatProfile
 from .segments import RenderedTurn, Segment, marker
 from .special_tokens import SPECIAL_TOKENS, registry_named
@@ -141,11 +142,11 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, st
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
     in_reasoning = thinking and turn.truncated and not turn.content and not turn.tool_calls and bool(reasoning)
     if reasoning and not thinking:
-        flags.append(Flag("reasoning_dropped", f"the turn has {len(reasoning)} characters of reasoning, not rendered (thinking=False)", "reasoning"))
+        flags.append(Flag(FlagCode.REASONING_DROPPED, f"the turn has {len(reasoning)} characters of reasoning, not rendered (thinking=False)", "reasoning"))
     elif reasoning and not writes_reasoning:
-        flags.append(Flag("reasoning_dropped", "the reasoning is only whitespace, which the K3 renderer does not write", "reasoning"))
+        flags.append(Flag(FlagCode.REASONING_DROPPED, "the reasoning is only whitespace, which the K3 renderer does not write", "reasoning"))
     if not turn.reasoning_complete:
-        flags.append(Flag("reasoning_incomplete", "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
+        flags.append(Flag(FlagCode.REASONING_INCOMPLETE, "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
     if writes_reasoning:
         segments += text(reasoning, "reasoning")
     if thinking and not in_reasoning:
@@ -168,9 +169,9 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, st
         segments += close_tag("message") + [marker(END_OF_MSG if stop == AFTER_TOOLS else stop)]
     if turn.truncated:
         where = "reasoning" if in_reasoning else "output"
-        flags.append(Flag("truncated", f"finish_reason is 'length': cut off inside the {where}; no closing tags rendered", "finish_reason"))
+        flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no closing tags rendered", "finish_reason"))
         if turn.tool_calls:
-            flags.append(Flag("truncated_tool_calls", "a turn cut off with tool calls: the calls are rendered whole and the tools block left open; where the cut fell is unknown", "tool_calls"))
+            flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: the calls are rendered whole and the tools block left open; where the cut fell is unknown", "tool_calls"))
     flags += special_text_flags(segments)
     return RenderedTurn(tuple(segments), tuple(flags), frozenset(s.text for s in segments if s.special))
 
@@ -192,7 +193,7 @@ def special_text_flags(segments: Iterable[Segment]) -> list[Flag]:
         if found:
             flags.append(
                 Flag(
-                    "special_text_in_field",
+                    FlagCode.SPECIAL_TEXT_IN_FIELD,
                     f"contains special-token text {found}; in kimi-k3 field text is encoded as ordinary text, not as special ids",
                     seg.field,
                 )
@@ -261,9 +262,9 @@ def argument_flags(call: ToolCall, where: str, parsed: tuple[Mapping[str, Any] |
     if block is not None:
         problem = arguments_problem(block)
         if problem is not None:
-            flags.append(Flag("arguments_not_object", f"arguments {problem}; rendered verbatim as a json block (the official renderer refuses them)", field))
+            flags.append(Flag(FlagCode.ARGUMENTS_NOT_OBJECT, f"arguments {problem}; rendered verbatim as a json block (the official renderer refuses them)", field))
         else:
-            flags.append(Flag("arguments_not_json", 'arguments are not valid JSON; rendered verbatim as a <|open|>json type="object"<|sep|> block', field))
+            flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, 'arguments are not valid JSON; rendered verbatim as a <|open|>json type="object"<|sep|> block', field))
         return flags
     if args is None or all(isinstance(v, str) for v in args.values()):
         return flags  # a string value is written as the string itself: nothing to re-spell
@@ -280,7 +281,7 @@ def argument_flags(call: ToolCall, where: str, parsed: tuple[Mapping[str, Any] |
         if respelled:
             flags.append(
                 Flag(
-                    "argument_number_respelled",
+                    FlagCode.ARGUMENT_NUMBER_RESPELLED,
                     f"argument {key!r}: number(s) {respelled} are written {rendered!r} by the official renderer (json.loads + json.dumps); "
                     "a provider's JSON round trip may have changed what the model wrote",
                     field,
@@ -289,7 +290,7 @@ def argument_flags(call: ToolCall, where: str, parsed: tuple[Mapping[str, Any] |
         if isinstance(args[key], (Mapping, list)) and _spacing(raw) != _spacing(rendered):
             flags.append(
                 Flag(
-                    "argument_spacing",
+                    FlagCode.ARGUMENT_SPACING,
                     f"argument {key!r}: the API's JSON spaces this {xtml_type(args[key])} differently from json.dumps, which the "
                     "official renderer writes; the model's own spacing is unknown",
                     field,
