@@ -77,7 +77,7 @@ def make_prompt_counter(
     tokens is counted piece by piece, and the counts of the last ``cache_size`` pieces are kept: special
     tokens are hard BPE boundaries, so the sum is the one encode's length, and the system prompt and tool
     declaration most runs repeat in every prompt are encoded once. With the bundled K2.5 template, the
-    pieces come from :func:`~kimi_recon.k25_prompt.k25_prompt_fragments` (the template in Python, no
+    pieces come from :func:`~kimi_recon._k25_prompt.k25_prompt_fragments` (the template in Python, no
     jinja render) and the tool declarations of recent tool lists are kept too; messages it does not cover
     are rendered with the template.
     """
@@ -106,7 +106,7 @@ def make_prompt_counter(
             return len(tok.encode(text))
         return count_between_specials(text, special_texts_in(text, specials), piece_len)
 
-    from ..k25_prompt import TEMPLATE_MARKERS, k25_prompt_fragments, uses_k25_template
+    from .._k25_prompt import TEMPLATE_MARKERS, k25_prompt_fragments, uses_k25_template
 
     if not (type(thinking) is bool and uses_k25_template(prof, tok) and TEMPLATE_MARKERS <= specials.keys()):
         return rendered
