@@ -47,15 +47,16 @@ _SAME_BYTES: Final = "same bytes and special ids, split differently"
 
 def classify(ref: list[int], rec: list[int], view: IdView, budget: int) -> tuple[tuple[Kind, ...], str]:
     """Every kind of difference between ``ref`` and ``rec`` (in :data:`KINDS` order, so the last is the
-    most serious) and why the most serious one was named. ``budget``: see ``compare.ALIGN_BUDGET``."""
-    if ref == rec:  # 1
+    most serious) and why the most serious one was named. The numbered steps are those of
+    :func:`kimi_recon.compare.compare_ids`'s docstring; ``budget``: see ``compare.ALIGN_BUDGET``."""
+    if ref == rec:  # 1. exact
         return (EXACT,), f"identical ({len(ref)} ids)"
-    cut = _truncation(ref, rec, view)  # 2
+    cut = _truncation(ref, rec, view)  # 2. one side cut short before a special id
     if cut is not None:
         return (SPECIAL_TOKEN_MISMATCH,), cut
-    a, b, found = _lone_reasoning(ref, rec, view)  # 3: sets one side's reasoning aside
-    found += _sections(a, b, view)  # 4
-    found += _rest(outside_sections(a, view), outside_sections(b, view), view, budget)  # 5
+    a, b, found = _lone_reasoning(ref, rec, view)  # 3. reasoning_missing; that reasoning set aside
+    found += _sections(a, b, view)  # 4. the tool-call sections; then set aside
+    found += _rest(outside_sections(a, view), outside_sections(b, view), view, budget)  # 5. the rest
     if not found:  # every difference was in a split of identical bytes
         found.append((NON_CANONICAL_BPE, _SAME_BYTES))
     present = {kind for kind, _ in found}

@@ -5,10 +5,11 @@
 tokens around it on both sides. :func:`is_canonical` says whether ids are what one encode of their own
 text gives; :func:`check_ids` validates an id list.
 
-This is the public face of five private modules, one job each: the result types and the kinds
-(:mod:`kimi_recon._comparison`), splitting an id list into its parts (:mod:`kimi_recon._segmentation`),
-lining two up (:mod:`kimi_recon._align`), the rule that names the kind (:mod:`kimi_recon._classify`,
-the steps documented on :func:`compare_ids`) and the evidence (:mod:`kimi_recon._evidence`).
+This is the public face of six private modules, one job each: the result types and the kinds
+(:mod:`kimi_recon._comparison`), checks on one id list (:mod:`kimi_recon._ids`), splitting an id list into
+its parts (:mod:`kimi_recon._segmentation`), lining two up (:mod:`kimi_recon._align`), the rule that names
+the kind (:mod:`kimi_recon._classify`, the steps documented on :func:`compare_ids`) and the evidence
+(:mod:`kimi_recon._evidence`).
 """
 
 from __future__ import annotations

@@ -207,3 +207,18 @@ def test_export_of_a_log_written_before_the_rename_gives_the_new_name(tmp_path: 
     assert rows == {"objects": "reasoning_not_returned", "codes": "reasoning_not_returned,truncated"}
     (error,) = read_jsonl(tmp_path / "t.errors.jsonl")
     assert error["id"] == "unknown" and error["field"] == "flags[].code" and "no_such_flag" in error["error"]
+
+
+def test_the_html_report_shows_the_codes_of_flag_objects_and_of_an_older_reports_bare_codes(tok: KimiTokenizer) -> None:
+    from kimi_recon import audit_dataset
+    from kimi_recon._report_html import render_html
+
+    ids = reconstruct_output_ids(TURN, tok).ids
+    record = {"id": "r", "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}]}, "reference_ids": ids[1:]}
+    report = json.loads(json.dumps(audit_dataset([record], tok, progress=False).to_dict()))
+    (worst,) = report["worst"]
+    assert [f["code"] for f in worst["flags"]] == ["foreign_tool_call_id"]
+    chip = '<span class="flag">foreign_tool_call_id</span>'
+    assert chip in render_html(report)
+    worst["flags"] = ["foreign_tool_call_id"]  # how reports were written before flags became objects
+    assert chip in render_html(report)
