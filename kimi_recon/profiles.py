@@ -92,7 +92,7 @@ class ChatProfile:
     def render_turn(self, turn: AssistantTurn, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
         """``turn`` as this profile's format renders it (options already checked; see
         :func:`kimi_recon.render.render_turn_with_flags`)."""
-        return _format_code(self.format).render_turn(turn, self, thinking, call_index_offset=call_index_offset, stop=stop)
+        return _code_of(self.format).render_turn(turn, self, thinking, call_index_offset=call_index_offset, stop=stop)
 
     def prompt_segments(
         self,
@@ -105,19 +105,18 @@ class ChatProfile:
     ) -> list[Segment] | None:
         """The prompt's segments when this profile's format renders prompts in Python (K3); None when its
         chat template does (K2.x)."""
-        render = _format_code(self.format).render_prompt
+        render = _code_of(self.format).render_prompt
         if render is None:
             return None
         return render(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
-@functools.cache
-def _format_code(fmt: ChatFormat) -> FormatCode:
-    """The renderers of chat format ``fmt``, imported on first use (they import this module), then cached:
-    an import statement in a hot function costs more than rendering a short turn's markers."""
+@functools.lru_cache(maxsize=None)
+def _code_of(chat_format: ChatFormat) -> FormatCode:
+    """The renderers of ``chat_format``, imported on first use (they import this module)."""
     from ._formats import FORMATS
 
-    return FORMATS[fmt]
+    return FORMATS[chat_format]
 
 
 @functools.lru_cache(maxsize=None)

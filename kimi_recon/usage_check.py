@@ -54,7 +54,10 @@ class Convention(enum.Enum):
 
     def expected(self, rebuilt: int) -> int:
         """The count a server following this convention reports for ``rebuilt`` ids."""
-        return rebuilt + {Convention.EXACT: 0, Convention.WITHOUT_STOP: -1, Convention.WITH_EOS: 1}[self]
+        return rebuilt + _OFFSETS[self]
+
+
+_OFFSETS = {Convention.EXACT: 0, Convention.WITHOUT_STOP: -1, Convention.WITH_EOS: 1}
 
 
 @dataclass(frozen=True)

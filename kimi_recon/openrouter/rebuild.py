@@ -10,6 +10,7 @@ GIL while it encodes).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from .prompts import Prompt
 from .rows import Rebuilt, Reconstructor
 
 if TYPE_CHECKING:
+    from ..profiles import ChatProfile
     from ..tokenizer import KimiTokenizer
 
 #: The number of ids of one prompt as the chat template renders it (the usage check's ``prompt_tokens``).
@@ -74,7 +76,10 @@ def make_prompt_counter(
     For a profile whose prompt is one encode of the rendered text (K2.x), the text between special
     tokens is counted piece by piece, and the counts of the last ``cache_size`` pieces are kept: special
     tokens are hard BPE boundaries, so the sum is the one encode's length, and the system prompt and tool
-    declaration most runs repeat in every prompt are encoded once.
+    declaration most runs repeat in every prompt are encoded once. With the bundled K2.5 template, the
+    pieces come from :func:`~kimi_recon._k25_prompt.k25_prompt_fragments` (the template in Python, no
+    jinja render) and the tool declarations of recent tool lists are kept too; messages it does not cover
+    are rendered with the template.
     """
     from ..profiles import get_profile
     from ..special_tokens import SPECIAL_TEXT_SHAPE, special_texts_in
@@ -95,13 +100,60 @@ def make_prompt_counter(
     def piece_len(piece: str) -> int:
         return len(tok.encode(piece, allow_special=False))
 
-    def count(prompt: Prompt) -> int:
+    def rendered(prompt: Prompt) -> int:
         text = render_prompt(*args(prompt), prof, thinking, tok)
         if len(text) > MAX_RUN_CHARS:  # the official encode may cut long runs: encode it as it does
             return len(tok.encode(text))
         return count_between_specials(text, special_texts_in(text, specials), piece_len)
 
+    from .._k25_prompt import TEMPLATE_MARKERS, k25_prompt_fragments, uses_k25_template
+
+    if not (type(thinking) is bool and uses_k25_template(prof, tok) and TEMPLATE_MARKERS <= specials.keys()):
+        return rendered
+    declaration = _declaration_counter(prof, thinking, cache_size)
+
+    @functools.lru_cache(maxsize=cache_size)
+    def fragment_len(fragment: str) -> int:
+        return count_between_specials(fragment, special_texts_in(fragment, specials), piece_len)
+
+    def count(prompt: Prompt) -> int:
+        messages, tools = args(prompt)
+        fragments = k25_prompt_fragments(messages, declaration(tools) if tools else None, thinking)
+        if fragments is None:
+            return rendered(prompt)
+        if sum(map(len, fragments)) > MAX_RUN_CHARS:
+            return len(tok.encode("".join(fragments)))
+        return sum(1 if f in TEMPLATE_MARKERS else fragment_len(f) for f in fragments if f)
+
     return count
+
+
+def _declaration_counter(prof: ChatProfile, thinking: bool, cache_size: int) -> Callable[[list[Mapping[str, Any]]], str | None]:
+    """The tool declaration the K2.5 template is given for a tool list (as :func:`~kimi_recon.training.render_prompt`
+    makes it), kept for the last ``cache_size`` tool lists: a run usually sends the same tools every time."""
+    from ..record_options import parse_options
+    from ..tool_declaration import render_tools_declaration
+    from ..training import deep_sorted
+
+    def declaration(tools: object) -> str | None:
+        options = parse_options(profile=prof, thinking=thinking, tools=tools)
+        return render_tools_declaration(deep_sorted(list(options.tools))) if options.tools else None
+
+    @functools.lru_cache(maxsize=cache_size)
+    def of_json(key: str) -> tuple[Any, str | None]:
+        plain = json.loads(key)
+        return plain, declaration(plain)
+
+    def cached(tools: list[Mapping[str, Any]]) -> str | None:
+        try:
+            key = json.dumps(tools, sort_keys=True, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            return declaration(tools)
+        plain, text = of_json(key)
+        # Equal to its JSON's parse: plain JSON (a tuple, a non-string key or a NaN is not), so the key says it all.
+        return text if plain == tools else declaration(tools)
+
+    return cached
 
 
 def count_between_specials(text: str, special_texts: Sequence[str], piece_len: Callable[[str], int]) -> int:
