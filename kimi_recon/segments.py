@@ -5,8 +5,8 @@ id each, and text. How the official tokenizer turns the sequence into ids is a p
 profile (``ChatProfile.encoding``):
 
 * ``one_encode`` (K2.x): the ids of one encode of the rendered text with special tokens allowed. Special
-  tokens are hard BPE boundaries, so when no field holds special-token text and the text is too short
-  for the official chunking to cut it, they are built from the pieces: the text between markers with
+  tokens are hard BPE boundaries, so when no field holds special-token text and the official chunking
+  leaves the text whole, they are built from the pieces: the text between markers with
   ``encode_ordinary`` and each marker's id, which skips tiktoken's conversion of the allowed set and its
   scan for special tokens (faster than one encode on ``benchmarks/k3.py``). Otherwise the text is encoded
   once, allowing only the special texts the turn holds (tiktoken converts the allowed set on every call).
@@ -26,7 +26,7 @@ from typing import NamedTuple
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, EncodingStyle
 from .special_tokens import SpecialTokenRegistry, registry_named, special_texts_in
-from .tokenizer import MAX_RUN_CHARS, KimiTokenizer
+from .tokenizer import MAX_RUN_CHARS, KimiTokenizer, may_be_cut
 
 
 class Segment(NamedTuple):
@@ -67,7 +67,7 @@ class RenderedTurn:
 
     @functools.cached_property
     def text(self) -> str:
-        return "".join(s.text for s in self.segments)
+        return "".join([piece for piece, _field, _special in self.segments])  # a list joins faster than a generator
 
     def has_flag(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)
@@ -137,7 +137,7 @@ def _encode_once(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiT
     costs far less than all 256)."""
     if text is None:
         text = "".join(s.text for s in segments)
-    if fields_plain and len(text) <= MAX_RUN_CHARS and tokenizer.specials_scannable:
+    if fields_plain and not may_be_cut(text) and tokenizer.specials_scannable:
         ids = _encode_between_markers(segments, tokenizer.special_tokens, tokenizer.encoding.encode_ordinary)
         if ids is not None:
             return ids
@@ -155,8 +155,8 @@ def _encode_between_markers(
     text as ordinary text).
 
     The caller makes this exact: one encode cuts its text only at the special-token texts it holds
-    (tiktoken encodes the text between them on its own, as ordinary text), and no cut of the official
-    chunking falls inside a text of at most ``MAX_RUN_CHARS`` characters. With no special-token text in
+    (tiktoken encodes the text between them on its own, as ordinary text), when the official chunking
+    leaves the text whole (:func:`~kimi_recon.tokenizer.may_be_cut` is False). With no special-token text in
     any field (``fields_plain``, a scan that finds every one when every special text of the tokenizer has a
     scannable shape), the texts one encode cuts at are the markers; no special text crosses a marker's edge,
     as none holds ``<`` or ``[`` after its first character. Faster than one encode: no allowed set to

@@ -97,6 +97,14 @@ def _may_have_long_run(piece: str, max_run: int) -> bool:
     return False
 
 
+def may_be_cut(text: str) -> bool:
+    """False when the official encode surely tokenizes ``text`` whole (:func:`official_chunks` yields it as
+    one piece): at most ``MAX_ENCODE_CHARS`` characters and no run longer than ``MAX_RUN_CHARS``."""
+    if len(text) <= MAX_RUN_CHARS:
+        return False
+    return len(text) > MAX_ENCODE_CHARS or _may_have_long_run(text, MAX_RUN_CHARS)
+
+
 _SPACE = re.compile(r"\s")
 _NON_SPACE = re.compile(r"\S")
 

@@ -12,16 +12,11 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimi_recon import (
-    AssistantTurn,
-    ToolCall,
-    _k3 as k3,
-    load_tokenizer,
-    reconstruct_output_ids,
-)
+from kimi_recon import AssistantTurn, ToolCall, load_tokenizer, reconstruct_output_ids
+from kimi_recon import _k3 as k3
 from kimi_recon.profiles import get_profile
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.segments import (
@@ -38,6 +33,7 @@ from kimi_recon.special_tokens import (
     registry_named,
     special_texts_in,
 )
+from kimi_recon.tokenizer import may_be_cut, official_chunks
 
 K25 = load_tokenizer()
 K3_TOK = load_tokenizer(profile="kimi-k3")
@@ -204,3 +200,31 @@ def test_numbers_and_spacing_come_from_one_tokenisation(text: str) -> None:
     tokens = k3._JSON_TOKEN.findall(text)
     assert k3._numbers(tokens) == [t for t in tokens if k3._NUMBER.fullmatch(t)]
     assert k3._spacing(tokens) == [t for t in tokens if t.isspace()]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 30_000), st.booleans()), min_size=1, max_size=6))
+def test_a_text_said_not_to_be_cut_is_one_official_chunk(runs: list[tuple[int, bool]]) -> None:
+    text = "".join(("x" if non_space else " ") * n for n, non_space in runs)
+    if not may_be_cut(text):
+        assert list(official_chunks(text)) == [text]
+    if max(len(m.group()) for m in re.finditer(r"\s+|\S+", text)) > 25_000:
+        assert may_be_cut(text)
+
+
+def test_a_text_over_the_chunk_size_may_be_cut() -> None:
+    text = "a b " * 100_001
+    assert may_be_cut(text) and len(list(official_chunks(text))) == 2
+
+
+def test_a_long_plain_k2_turn_is_encoded_between_markers_and_equals_one_encode(monkeypatch: pytest.MonkeyPatch) -> None:
+    turn = AssistantTurn(reasoning="word and more " * 3000, content="The answer, at length. " * 1500)
+    rendered = render_turn_with_flags(turn, "kimi-k2.5")
+    assert len(rendered.text) > 25_000 and not may_be_cut(rendered.text)
+    expected = K25.encode(rendered.text)
+
+    def one_encode(*_: object) -> list[int]:
+        raise AssertionError("the one encode ran")
+
+    monkeypatch.setattr(K25, "encode_with_specials", one_encode)
+    assert reconstruct_output_ids(turn, K25, "kimi-k2.5").ids == expected
