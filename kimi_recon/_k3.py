@@ -17,8 +17,9 @@ With thinking off the prompt ends with ``<|open|>response<|sep|>`` and the turn 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .errors import InvalidTurnError
@@ -77,11 +78,28 @@ def xtml_type(value: Any) -> str:
     return "array"
 
 
+#: :func:`json.dumps` with ``ensure_ascii=False``, built once: ``json.dumps`` builds a new encoder on every
+#: call with a non-default option, which costs more than writing a small value.
+_DUMPS = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def xtml_value(value: Any) -> str:
     """An argument value as written between its tags: a string itself, anything else ``json.dumps``'d."""
     if isinstance(value, str):
         return value
-    return json.dumps(dict(value) if isinstance(value, Mapping) else value, ensure_ascii=False)
+    scalar = _JSON_SCALARS.get(type(value))  # what json.dumps writes for these, without building an encoder
+    if scalar is not None and (type(value) is not float or math.isfinite(value)):
+        return scalar(value)
+    return _DUMPS(dict(value) if isinstance(value, Mapping) and type(value) is not dict else value)
+
+
+#: How ``json.dumps`` writes a value of exactly these types (a finite float: its repr, as json's encoder does).
+_JSON_SCALARS: dict[type, Callable[[Any], str]] = {
+    int: int.__repr__,
+    float: float.__repr__,
+    bool: lambda v: "true" if v else "false",
+    type(None): lambda v: "null",
+}
 
 
 def parse_arguments(arguments: str | Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str | None]:
@@ -89,7 +107,7 @@ def parse_arguments(arguments: str | Mapping[str, Any]) -> tuple[Mapping[str, An
     them: a mapping is used as is, blank text is an empty call, JSON text is parsed (key order kept), text
     that is not JSON becomes the block. JSON that is not an object is returned as a block too (the
     official renderer refuses it; see :func:`arguments_problem`)."""
-    if isinstance(arguments, Mapping):
+    if type(arguments) is not str and isinstance(arguments, Mapping):
         return arguments, None
     if not arguments.strip():
         return {}, None
@@ -113,14 +131,64 @@ def arguments_problem(arguments: str | Mapping[str, Any]) -> str | None:
     return None if isinstance(parsed, dict) else f"is JSON but not an object ({type(parsed).__name__}); Kimi K3 tool call arguments must be a JSON object"
 
 
+# The renderer's own pieces of the tags an assistant turn writes, built once (they are the same every time).
+_CLOSE_THINK_OPEN_RESPONSE = (*close_tag("think"), *open_tag("response"))
+_CLOSE_RESPONSE = tuple(close_tag("response"))
+_OPEN_TOOLS = tuple(open_tag("tools"))
+_CLOSE_TOOLS = tuple(close_tag("tools"))
+_CLOSE_MESSAGE = tuple(close_tag("message"))
+_CLOSE_ARGUMENT = tuple(close_tag("argument"))
+_CLOSE_CALL = tuple(close_tag("call"))
+_OPEN_CALL_TOOL = (_OPEN, Segment("call"), Segment(" tool"), _EQ_QUOTE)  # then the name, then _INDEX_ATTR
+_INDEX_ATTR = (_QUOTE, Segment(" index"), _EQ_QUOTE)  # then the index, then _QUOTE_SEP
+_QUOTE_SEP = (_QUOTE, _SEP)
+_OPEN_ARGUMENT_KEY = (_OPEN, Segment("argument"), Segment(" key"), _EQ_QUOTE)  # then the key, then _TYPE_ATTR[type]
+_TYPE_ATTR = {t: (_QUOTE, Segment(" type"), _EQ_QUOTE, Segment(t), _QUOTE, _SEP) for t in ("boolean", "null", "number", "string", "object", "array")}
+_OPEN_JSON_BLOCK = tuple(open_tag("json", [("type", "object", None)]))
+_CLOSE_JSON = tuple(close_tag("json"))
+#: ``xtml_type`` of the types ``json.loads`` returns, looked up by exact type.
+_JSON_TYPE = {str: "string", dict: "object", list: "array", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
 def call_segments(call: ToolCall, index: int, where: str, parsed: tuple[Mapping[str, Any] | None, str | None]) -> list[Segment]:
     """``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts from 1);
     ``parsed`` is :func:`parse_arguments` of the call's arguments."""
-    segments = open_tag("call", [("tool", call.name, f"{where}.function.name"), ("index", index, None)])
+    segments: list[Segment] = []
+    _add_call(segments, call, index, where, parsed, {}, [])
+    return segments
+
+
+def _add_field(segments: list[Segment], piece: str, field: str, noted: list[Flag]) -> None:
+    """Append a field's text (nothing for empty text: no boundary), and a flag to ``noted`` when it holds
+    special-token text."""
+    if piece:
+        segments.append(Segment(piece, field))
+        if ("<" in piece or "[" in piece) and (found := _field_special_texts(piece)):
+            noted.append(_special_text_flag(found, field))
+
+
+def _add_call(
+    segments: list[Segment],
+    call: ToolCall,
+    index: int,
+    where: str,
+    parsed: tuple[Mapping[str, Any] | None, str | None],
+    written: dict[str, str],
+    noted: list[Flag],
+) -> None:
+    """Append :func:`call_segments`; fill ``written`` with each argument value as written, and ``noted``
+    with the special-token text flags of its fields."""
+    segments += _OPEN_CALL_TOOL
+    _add_field(segments, escape_attr(call.name), f"{where}.function.name", noted)
+    segments += _INDEX_ATTR
+    segments.append(Segment(str(index)))
+    segments += _QUOTE_SEP
     args, block = parsed
     field = f"{where}.function.arguments"
     if block is not None:
-        segments += open_tag("json", [("type", "object", None)]) + text(block, field) + close_tag("json")
+        segments += _OPEN_JSON_BLOCK
+        _add_field(segments, block, field, noted)
+        segments += _CLOSE_JSON
     else:
         assert args is not None
         for key, value in args.items():
@@ -128,15 +196,25 @@ def call_segments(call: ToolCall, index: int, where: str, parsed: tuple[Mapping[
                 rendered = xtml_value(value)
             except (TypeError, ValueError) as err:
                 raise InvalidTurnError(f"argument {key!r} cannot be written as JSON: {err}", field=field) from None
-            segments += open_tag("argument", [("key", key, field), ("type", xtml_type(value), None)])
-            segments += text(rendered, field) + close_tag("argument")
-    return segments + close_tag("call")
+            written[key] = rendered
+            segments += _OPEN_ARGUMENT_KEY
+            _add_field(segments, escape_attr(key), field, noted)
+            segments += _TYPE_ATTR[_JSON_TYPE.get(type(value)) or xtml_type(value)]
+            _add_field(segments, rendered, field, noted)
+            segments += _CLOSE_ARGUMENT
+    segments += _CLOSE_CALL
+
+
+_TAG_MARKERS = frozenset({OPEN, CLOSE, SEP})
+_CLOSE_MARKERS = frozenset({CLOSE, SEP})
 
 
 def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, stop: str) -> RenderedTurn:
     """The segments of what the model wrote after the K3 generation prompt, and what was noticed."""
     flags: list[Flag] = []
+    noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
+    markers: frozenset[str] = frozenset()
     reasoning = turn.reasoning or ""
     writes_reasoning = thinking and bool(reasoning.strip())
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
@@ -148,56 +226,71 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, st
     if not turn.reasoning_complete:
         flags.append(Flag(FlagCode.REASONING_INCOMPLETE, "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
     if writes_reasoning:
-        segments += text(reasoning, "reasoning")
+        _add_field(segments, reasoning, "reasoning", noted)
     if thinking and not in_reasoning:
-        segments += close_tag("think") + open_tag("response")
-    if not in_reasoning:
-        segments += text(turn.content or "", "content")
+        segments += _CLOSE_THINK_OPEN_RESPONSE
+        markers = _TAG_MARKERS
+    if not in_reasoning and turn.content:
+        _add_field(segments, turn.content, "content", noted)
     finished = not turn.truncated
     if finished or turn.tool_calls:
-        segments += close_tag("response")
+        segments += _CLOSE_RESPONSE
+        markers |= _CLOSE_MARKERS
     if turn.tool_calls:
-        segments += open_tag("tools")
+        segments += _OPEN_TOOLS
+        markers = _TAG_MARKERS
         for i, call in enumerate(turn.tool_calls):
             where = f"tool_calls[{i}]"
             parsed = parse_arguments(call.arguments)
-            segments += call_segments(call, i + 1, where, parsed)
-            flags += argument_flags(call, where, parsed)
+            written: dict[str, str] = {}
+            _add_call(segments, call, i + 1, where, parsed, written, noted)
+            flags += argument_flags(call, where, parsed, written)
         if finished:
-            segments += close_tag("tools")
+            segments += _CLOSE_TOOLS
     if finished and not (stop == AFTER_TOOLS and turn.tool_calls):
-        segments += close_tag("message") + [marker(END_OF_MSG if stop == AFTER_TOOLS else stop)]
+        end = END_OF_MSG if stop == AFTER_TOOLS else stop
+        segments += _CLOSE_MESSAGE
+        segments.append(marker(end))
+        markers |= {end}
     if turn.truncated:
         where = "reasoning" if in_reasoning else "output"
         flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no closing tags rendered", "finish_reason"))
         if turn.tool_calls:
             flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: the calls are rendered whole and the tools block left open; where the cut fell is unknown", "tool_calls"))
-    flags += special_text_flags(segments)
-    return RenderedTurn(tuple(segments), tuple(flags), frozenset(s.text for s in segments if s.special))
+    return RenderedTurn(tuple(segments), tuple(flags + noted), markers)
 
 
 #: Every named special-token text of K3 and K2.5 (K2.5's are reserved slots in K3, so users quote them).
 _FIELD_SPECIALS = frozenset({t.text for t in registry_named("kimi-k3").named()} | {t.text for t in SPECIAL_TOKENS.named()})
-#: A superset of their shapes: one scan finds the candidates, the set keeps the real ones.
-_FIELD_SPECIAL_SHAPE = re.compile(r"<\|[A-Za-z0-9_]+\|>|\[[A-Za-z_]+\]|</?think>|<osagent_mode>")
-assert all(_FIELD_SPECIAL_SHAPE.fullmatch(t) for t in _FIELD_SPECIALS)
+#: A superset of their shapes, in two halves that each start with one literal character (``re`` jumps
+#: between occurrences of it; one alternation tries every position). Their matches never overlap.
+_FIELD_ANGLE_SHAPE = re.compile(r"<(?:\|[A-Za-z0-9_]+\||/?think|osagent_mode)>")
+_FIELD_BRACKET_SHAPE = re.compile(r"\[[A-Za-z_]+\]")
+assert all(_FIELD_ANGLE_SHAPE.fullmatch(t) or _FIELD_BRACKET_SHAPE.fullmatch(t) for t in _FIELD_SPECIALS)
+
+
+def _field_special_texts(piece: str) -> list[str]:
+    """The K3 and K2.5 special-token texts in ``piece``, sorted, each once."""
+    found = set(_FIELD_ANGLE_SHAPE.findall(piece)) if "<" in piece else set()
+    if "[" in piece:
+        found.update(_FIELD_BRACKET_SHAPE.findall(piece))
+    return sorted(found & _FIELD_SPECIALS)
+
+
+def _special_text_flag(found: list[str], field: str) -> Flag:
+    return Flag(
+        FlagCode.SPECIAL_TEXT_IN_FIELD,
+        f"contains special-token text {found}; in kimi-k3 field text is encoded as ordinary text, not as special ids",
+        field,
+    )
 
 
 def special_text_flags(segments: Iterable[Segment]) -> list[Flag]:
     """A flag for every field holding special-token text (K3's or K2.5's): in K3 it is ordinary text."""
     flags = []
-    for seg in segments:
-        if seg.field is None or ("<" not in seg.text and "[" not in seg.text):
-            continue
-        found = sorted({t for t in _FIELD_SPECIAL_SHAPE.findall(seg.text) if t in _FIELD_SPECIALS})
-        if found:
-            flags.append(
-                Flag(
-                    FlagCode.SPECIAL_TEXT_IN_FIELD,
-                    f"contains special-token text {found}; in kimi-k3 field text is encoded as ordinary text, not as special ids",
-                    seg.field,
-                )
-            )
+    for piece, field, special in segments:
+        if not special and field is not None and ("<" in piece or "[" in piece) and (found := _field_special_texts(piece)):
+            flags.append(_special_text_flag(found, field))
     return flags
 
 
@@ -238,21 +331,29 @@ def raw_argument_values(arguments: str) -> list[tuple[str, str]] | None:
         return None
 
 
-def _numbers(raw: str) -> list[str]:
-    return [t for t in _JSON_TOKEN.findall(raw) if _NUMBER.fullmatch(t)]
+def _numbers(tokens: list[str]) -> list[str]:
+    """The numbers among ``_JSON_TOKEN`` tokens."""
+    return [t for t in tokens if t[0] in _NUMBER_START and _NUMBER.fullmatch(t)]
 
 
-def _spacing(raw: str) -> list[str]:
-    return [t for t in _JSON_TOKEN.findall(raw) if t.isspace()]
+_NUMBER_START = frozenset("-0123456789")
 
 
-def argument_flags(call: ToolCall, where: str, parsed: tuple[Mapping[str, Any] | None, str | None]) -> list[Flag]:
+def _spacing(tokens: list[str]) -> list[str]:
+    """The whitespace among ``_JSON_TOKEN`` tokens."""
+    return [t for t in tokens if t.isspace()]
+
+
+def argument_flags(
+    call: ToolCall, where: str, parsed: tuple[Mapping[str, Any] | None, str | None], written: Mapping[str, str] | None = None
+) -> list[Flag]:
     """Flags for argument values the official renderer writes differently from the API's JSON text.
 
     The renderer parses the arguments and writes each value with ``json.dumps``, so ``1e2`` becomes
     ``100.0`` and ``1.50`` becomes ``1.5``, and an object value gets ``, ``/``: `` spacing. A provider
     that re-serialised the model's arguments leaves no trace of what the model wrote, so where the two
-    spellings differ the ids of that value are uncertain.
+    spellings differ the ids of that value are uncertain. ``written``: each value as the renderer wrote it,
+    when the caller has them.
     """
     field = f"{where}.function.arguments"
     flags: list[Flag] = []
@@ -268,16 +369,70 @@ def argument_flags(call: ToolCall, where: str, parsed: tuple[Mapping[str, Any] |
         return flags
     if args is None or all(isinstance(v, str) for v in args.values()):
         return flags  # a string value is written as the string itself: nothing to re-spell
-    members = raw_argument_values(call.arguments)
+    spelled = _flags_of_a_dumps_spelling(call.arguments, args, written, field)
+    if spelled is not None:
+        return spelled
+    return _flags_member_by_member(call.arguments, args, written, field)
+
+
+#: The spellings ``json.dumps`` gives an object, which servers send: default or compact separators, with
+#: non-ASCII text as is or escaped. (encode, compact?) pairs, by whether the text is ASCII.
+_DUMPS_SPELLINGS: dict[bool, tuple[tuple[Callable[[Any], str], bool], ...]] = {
+    False: ((_DUMPS, False), (json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode, True)),
+    True: ((json.JSONEncoder().encode, False), (json.JSONEncoder(separators=(",", ":")).encode, True)),
+}
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _flags_of_a_dumps_spelling(text: str, args: Mapping[str, Any], written: Mapping[str, str] | None, field: str) -> list[Flag] | None:
+    """:func:`argument_flags` of ``text`` when it is ``json.dumps`` of ``args`` in one of the spellings servers
+    use (None otherwise), without reading it member by member.
+
+    Each member's text is then ``json.dumps`` of its value in that spelling, and the renderer writes the
+    value as ``json.dumps`` with default separators: the same numbers, and the same spacing unless the
+    spelling is compact and the value is an object or array with a separator in it (escaping non-ASCII
+    text changes neither; ``tests/test_hot_path_shortcuts.py`` checks every spelling against the member
+    by member reading)."""
+    spellings = _DUMPS_SPELLINGS[text.isascii()]
+    if ", " not in text and ": " not in text:
+        spellings = spellings[::-1]  # compact first
+    for encode, compact in spellings:
+        if text == encode(args):
+            if not compact:
+                return []
+            return [
+                _spacing_flag(key, value, field)
+                for key, value in args.items()
+                if isinstance(value, (Mapping, list)) and _COMPACT(value) != (written[key] if written is not None else xtml_value(value))
+            ]
+    return None
+
+
+def _spacing_flag(key: str, value: Any, field: str) -> Flag:
+    return Flag(
+        FlagCode.ARGUMENT_SPACING,
+        f"argument {key!r}: the API's JSON spaces this {xtml_type(value)} differently from json.dumps, which the "
+        "official renderer writes; the model's own spacing is unknown",
+        field,
+    )
+
+
+def _flags_member_by_member(text: str, args: Mapping[str, Any], written: Mapping[str, str] | None, field: str) -> list[Flag]:
+    """:func:`argument_flags` of JSON object ``text`` (``args`` parsed from it), each member's own text
+    compared with what the renderer writes for its value."""
+    flags: list[Flag] = []
+    members = raw_argument_values(text)
     if members is None:
         return flags
     for key, raw in members:
         if key not in args or isinstance(args[key], str):
             continue
-        rendered = xtml_value(args[key])
+        rendered = written[key] if written is not None else xtml_value(args[key])
         if raw == rendered:
             continue
-        respelled = [n for n in _numbers(raw) if n not in _numbers(rendered)]
+        raw_tokens, written_tokens = _JSON_TOKEN.findall(raw), _JSON_TOKEN.findall(rendered)
+        written_numbers = set(_numbers(written_tokens))
+        respelled = [n for n in _numbers(raw_tokens) if n not in written_numbers]
         if respelled:
             flags.append(
                 Flag(
@@ -287,13 +442,6 @@ def argument_flags(call: ToolCall, where: str, parsed: tuple[Mapping[str, Any] |
                     field,
                 )
             )
-        if isinstance(args[key], (Mapping, list)) and _spacing(raw) != _spacing(rendered):
-            flags.append(
-                Flag(
-                    FlagCode.ARGUMENT_SPACING,
-                    f"argument {key!r}: the API's JSON spaces this {xtml_type(args[key])} differently from json.dumps, which the "
-                    "official renderer writes; the model's own spacing is unknown",
-                    field,
-                )
-            )
+        if isinstance(args[key], (Mapping, list)) and _spacing(raw_tokens) != _spacing(written_tokens):
+            flags.append(_spacing_flag(key, args[key], field))
     return flags

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .errors import InvalidInputError, preview
 
 if TYPE_CHECKING:
+    from ._formats import FormatCode
     from .models import AssistantTurn
     from .segments import RenderedTurn, Segment
 
@@ -91,9 +92,7 @@ class ChatProfile:
     def render_turn(self, turn: AssistantTurn, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
         """``turn`` as this profile's format renders it (options already checked; see
         :func:`kimi_recon.render.render_turn_with_flags`)."""
-        from ._formats import FORMATS  # the renderers import this module
-
-        return FORMATS[self.format].render_turn(turn, self, thinking, call_index_offset=call_index_offset, stop=stop)
+        return _code_of(self.format).render_turn(turn, self, thinking, call_index_offset=call_index_offset, stop=stop)
 
     def prompt_segments(
         self,
@@ -106,12 +105,18 @@ class ChatProfile:
     ) -> list[Segment] | None:
         """The prompt's segments when this profile's format renders prompts in Python (K3); None when its
         chat template does (K2.x)."""
-        from ._formats import FORMATS
-
-        render = FORMATS[self.format].render_prompt
+        render = _code_of(self.format).render_prompt
         if render is None:
             return None
         return render(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+
+
+@functools.lru_cache(maxsize=None)
+def _code_of(chat_format: ChatFormat) -> FormatCode:
+    """The renderers of ``chat_format``, imported on first use (they import this module)."""
+    from ._formats import FORMATS
+
+    return FORMATS[chat_format]
 
 
 @functools.lru_cache(maxsize=None)

@@ -154,6 +154,8 @@ def _thinking_effort(value: object) -> str | None:
 def _call_index_offset(value: object) -> int | None:
     if value is None:
         return None
+    if type(value) is int and value >= 0:  # the usual case, without the slower ABC check below
+        return value
     # numbers.Integral takes numpy integers (Arrow/Ray batches) and refuses floats and strings.
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise InvalidInputError(f"must be a non-negative integer, got {_short(value)}", field="call_index_offset")

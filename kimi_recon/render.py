@@ -78,17 +78,19 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
     """The segments of what a K2.x model wrote after its generation prompt, and what was noticed (options
     already checked by :func:`render_turn_with_flags`)."""
     flags: list[Flag] = []
+    noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
+    specials: set[str] = set()  # every special-token-shaped text: the markers, then what the fields hold
     reasoning = turn.reasoning or ""
     renders_reasoning = thinking and prof.thinking_style != "none"
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
     in_reasoning = renders_reasoning and turn.truncated and not turn.content and not turn.tool_calls and bool(reasoning)
     if prof.thinking_style == "model_opens":
-        segments.append(marker(THINK_BEGIN))
+        segments.append(_THINK_BEGIN)
     if renders_reasoning:
-        segments.append(Segment(reasoning, "reasoning"))
+        _add_field(segments, reasoning, "reasoning", specials, noted)
     if (renders_reasoning or prof.thinking_style == "model_opens") and not in_reasoning:
-        segments.append(marker(THINK_END))
+        segments.append(_THINK_END)
     if reasoning and not renders_reasoning:
         why = "thinking=False" if prof.thinking_style != "none" else f"profile {prof.name} has no thinking"
         flags.append(Flag(FlagCode.REASONING_DROPPED, f"the turn has {len(reasoning)} characters of reasoning, not rendered ({why})", "reasoning"))
@@ -96,9 +98,9 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
         flags.append(Flag(FlagCode.REASONING_INCOMPLETE, "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
 
     if turn.content:
-        segments.append(Segment(turn.content, "content"))
+        _add_field(segments, turn.content, "content", specials, noted)
     if turn.tool_calls:
-        segments.append(marker(SECTION_BEGIN))
+        segments.append(_SECTION_BEGIN)
         for i, call in enumerate(turn.tool_calls):
             where = f"tool_calls[{i}]"
             call_id = call.id
@@ -109,14 +111,12 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
                 flags.append(Flag(FlagCode.FOREIGN_TOOL_CALL_ID, f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server probably issued it", f"{where}.id"))
             if not call.arguments_are_json:
                 flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
-            segments += [
-                marker(CALL_BEGIN),
-                Segment(call_id, f"{where}.id"),
-                marker(ARGUMENT_BEGIN),
-                Segment(call.arguments_text, f"{where}.function.arguments"),
-                marker(CALL_END),
-            ]
-        segments.append(marker(SECTION_END))
+            segments.append(_CALL_BEGIN)
+            _add_field(segments, call_id, f"{where}.id", specials, noted)
+            segments.append(_ARGUMENT_BEGIN)
+            _add_field(segments, call.arguments_text, f"{where}.function.arguments", specials, noted)
+            segments.append(_CALL_END)
+        segments.append(_SECTION_END)
     if turn.truncated:
         where = "reasoning" if in_reasoning else "output"
         flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no <|im_end|> rendered", "finish_reason"))
@@ -124,18 +124,28 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
             flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
     else:
         segments.append(marker(stop))
+    fields_plain = not specials  # nothing found in the fields so far
+    specials.update(seg.text for seg in segments if seg.special)
+    return RenderedTurn(tuple(segments), tuple(flags + noted), frozenset(specials), fields_plain)
 
-    specials = {seg.text for seg in segments if seg.is_marker}
-    fields_plain = True
-    for seg in segments:
-        if seg.field is not None:
-            shaped = special_texts_in(seg.text)
-            fields_plain = fields_plain and not shaped
-            specials.update(shaped)
-            found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
-            if found:
-                flags.append(Flag(FlagCode.SPECIAL_TEXT_IN_FIELD, f"contains special-token text {found}; one encode makes it special ids", seg.field))
-    return RenderedTurn(tuple(s for s in segments if s.text), tuple(flags), frozenset(specials), fields_plain)
+
+_THINK_BEGIN, _THINK_END = marker(THINK_BEGIN), marker(THINK_END)
+_SECTION_BEGIN, _SECTION_END = marker(SECTION_BEGIN), marker(SECTION_END)
+_CALL_BEGIN, _ARGUMENT_BEGIN, _CALL_END = marker(CALL_BEGIN), marker(ARGUMENT_BEGIN), marker(CALL_END)
+
+
+def _add_field(segments: list[Segment], text: str, field: str, specials: set[str], noted: list[Flag]) -> None:
+    """Append a field's text (nothing for empty text); add the special-token-shaped texts it holds to
+    ``specials``, and a flag to ``noted`` when some are special tokens."""
+    if not text:
+        return
+    segments.append(Segment(text, field))
+    if "<" in text or "[" in text:
+        shaped = special_texts_in(text)
+        specials.update(shaped)
+        found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
+        if found:
+            noted.append(Flag(FlagCode.SPECIAL_TEXT_IN_FIELD, f"contains special-token text {found}; one encode makes it special ids", field))
 
 
 def render_assistant_turn(

@@ -4,11 +4,12 @@ A rendered turn (or prompt) is a sequence of :class:`Segment`: control markers, 
 id each, and text. How the official tokenizer turns the sequence into ids is a property of the chat
 profile (``ChatProfile.encoding``):
 
-* ``one_encode`` (K2.x): the rendered text is encoded once with special tokens allowed (only the
-  special texts the turn holds are passed to tiktoken, which converts the allowed set on every call).
-  Encoding the text between markers with ``encode_ordinary`` and writing marker ids directly gives the
-  same ids (special tokens are hard BPE boundaries), but measured slower on the benchmark corpus
-  (``benchmarks/k3.py``: more calls into tiktoken), so the one encode stays.
+* ``one_encode`` (K2.x): the ids of one encode of the rendered text with special tokens allowed. Special
+  tokens are hard BPE boundaries, so when no field holds special-token text and the official chunking
+  leaves the text whole, they are built from the pieces: the text between markers with
+  ``encode_ordinary`` and each marker's id, which skips tiktoken's conversion of the allowed set and its
+  scan for special tokens (faster than one encode on ``benchmarks/k3.py``). Otherwise the text is encoded
+  once, allowing only the special texts the turn holds (tiktoken converts the allowed set on every call).
 * ``per_segment`` (K3): every segment is encoded on its own, markers as special ids and every text
   piece as ordinary text, so no BPE merge crosses a segment boundary and special-token text inside a
   field stays ordinary text.
@@ -18,14 +19,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, EncodingStyle
 from .special_tokens import SpecialTokenRegistry, registry_named, special_texts_in
-from .tokenizer import MAX_RUN_CHARS, KimiTokenizer
+from .tokenizer import MAX_RUN_CHARS, KimiTokenizer, may_be_cut
 
 
 class Segment(NamedTuple):
@@ -66,7 +67,7 @@ class RenderedTurn:
 
     @functools.cached_property
     def text(self) -> str:
-        return "".join(s.text for s in self.segments)
+        return "".join([piece for piece, _field, _special in self.segments])  # a list joins faster than a generator
 
     def has_flag(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)
@@ -118,25 +119,69 @@ def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer
     ordinary = tokenizer.encode_ordinary_piece
     short = tokenizer.encoding.encode_ordinary  # a text no official chunk cut can fall in: one call less
     template = tokenizer.encode_template_text
-    for seg in segments:
-        if seg.special:
-            ids.append(ids_of_markers[seg.text])
-        elif seg.field is None:
-            ids += template(seg.text)
-        elif seg.text:
-            ids += short(seg.text) if len(seg.text) <= MAX_RUN_CHARS else ordinary(seg.text)
+    cached = tokenizer.template_text_ids.get  # its cache, read here: a K3 tool call holds dozens of these pieces
+    for text, field, special in segments:
+        if special:
+            ids.append(ids_of_markers[text])
+        elif field is None:
+            ids += cached(text) or template(text)
+        elif text:
+            ids += short(text) if len(text) <= MAX_RUN_CHARS else ordinary(text)
     return ids
 
 
 def _encode_once(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, fields_plain: bool, text: str | None) -> list[int]:
-    """``tokenizer.encode(text)``, allowing only the special texts the segments hold (tiktoken converts
-    the allowed set on every call, and a handful costs far less than all 256)."""
+    """``tokenizer.encode(text)``: the text between markers with ``encode_ordinary`` and the markers' ids
+    when that is provably the same (see :func:`_encode_between_markers`), else one encode allowing only
+    the special texts the segments hold (tiktoken converts the allowed set on every call, and a handful
+    costs far less than all 256)."""
     if text is None:
         text = "".join(s.text for s in segments)
+    if fields_plain and not may_be_cut(text) and tokenizer.specials_scannable:
+        ids = _encode_between_markers(segments, tokenizer.special_tokens, tokenizer.encoding.encode_ordinary)
+        if ids is not None:
+            return ids
     specials = {s.text for s in segments if s.special}
     if not fields_plain:
         specials.update(special_texts_in(text))
     return tokenizer.encode_with_specials(text, specials)
+
+
+def _encode_between_markers(
+    segments: tuple[Segment, ...] | list[Segment], specials: Mapping[str, int], encode_ordinary: Callable[[str], list[int]]
+) -> list[int] | None:
+    """One encode's ids, built from the pieces: the text between two markers with ``encode_ordinary``, each
+    marker as its id; None when a marker is not a special token of the table (one encode would read its
+    text as ordinary text).
+
+    The caller makes this exact: one encode cuts its text only at the special-token texts it holds
+    (tiktoken encodes the text between them on its own, as ordinary text), when the official chunking
+    leaves the text whole (:func:`~kimi_recon.tokenizer.may_be_cut` is False). With no special-token text in
+    any field (``fields_plain``, a scan that finds every one when every special text of the tokenizer has a
+    scannable shape), the texts one encode cuts at are the markers; no special text crosses a marker's edge,
+    as none holds ``<`` or ``[`` after its first character. Faster than one encode: no allowed set to
+    convert and no scan of the text for special tokens.
+    """
+    ids: list[int] = []
+    piece: str | None = None  # the text since the last marker (adjacent texts are one BPE span)
+    for text, _field, special in segments:
+        if special:
+            tid = specials.get(text)
+            if tid is None:
+                return None
+            if piece:
+                ids += encode_ordinary(piece)
+            piece = None
+            ids.append(tid)
+        elif piece is None:
+            piece = text
+        else:  # texts next to each other (no renderer writes them): one span, and it must hold no special text
+            piece += text
+            if special_texts_in(piece):
+                return None
+    if piece:
+        ids += encode_ordinary(piece)
+    return ids
 
 
 def special_texts_of(registry: SpecialTokenRegistry) -> frozenset[str]:
@@ -170,12 +215,31 @@ def surrogate_flag(text: str, field: str | None) -> Flag | None:
 def surrogate_flags(segments: Iterable[Segment], text: str | None = None) -> list[Flag]:
     """:func:`surrogate_flag` for each field segment (and template text, under ``None``).
 
-    ``text``: the segments' joined text, when the caller has it: one scan of it skips the per-segment
-    scans on the (usual) turn that holds no surrogate."""
+    ``text``: the segments' joined text, when the caller has it. ASCII text (a flag CPython keeps) holds
+    no surrogate, and text UTF-8 accepts holds none either. Which check is cheaper depends on the turn: a
+    piece's UTF-8 is a copy of what CPython cached when the encoder read the piece, and the joined text's
+    is a fresh conversion, cheaper than visiting dozens of short pieces (a K3 tool call)."""
+    pieces = segments if isinstance(segments, (tuple, list)) else tuple(segments)
     if text is not None:
-        try:  # C speed, and free when the text was already encoded (CPython caches a str's UTF-8)
-            text.encode("utf-8")
+        if text.isascii():
             return []
+        if len(pieces) * _CHARS_PER_VISIT > len(text):
+            try:
+                text.encode("utf-8")
+                return []
+            except UnicodeEncodeError:
+                pass  # a surrogate (the only str UTF-8 refuses): find each one
+    flags = []
+    for piece, field, special in pieces:
+        if special or piece.isascii():
+            continue
+        try:
+            piece.encode("utf-8")
         except UnicodeEncodeError:
-            pass  # a surrogate (the only str UTF-8 refuses): find each one
-    return [f for seg in segments if not seg.special and (f := surrogate_flag(seg.text, seg.field)) is not None]
+            if (flag := surrogate_flag(piece, field)) is not None:
+                flags.append(flag)
+    return flags
+
+
+#: About as many characters as UTF-8 converts in the time of one visit to a piece.
+_CHARS_PER_VISIT = 100

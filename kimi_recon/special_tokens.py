@@ -31,11 +31,23 @@ if TYPE_CHECKING:
 SPECIAL_TEXT_SHAPE = re.compile(r"<\|[A-Za-z0-9_]+\|>|\[[A-Z]{3}\]|</?think>")
 
 
+# The two halves of SPECIAL_TEXT_SHAPE, each starting with one literal character: ``re`` then jumps from
+# one occurrence of that character to the next, where the alternation of SPECIAL_TEXT_SHAPE tries every
+# position (twenty to thirty times slower on code). The halves share no character, so their matches
+# never overlap, and together in text order they are exactly SPECIAL_TEXT_SHAPE's (a property test checks it).
+_ANGLE_SHAPE = re.compile(r"<(?:\|[A-Za-z0-9_]+\||/?think)>")
+_BRACKET_SHAPE = re.compile(r"\[[A-Z]{3}\]")
+
+
 def special_texts_in(text: str, known: Container[str] | None = None) -> list[str]:
-    """Special-token-shaped substrings of ``text``, in order; only those in ``known`` when it is given."""
-    if "<" not in text and "[" not in text:  # most text: two memchr scans instead of a regex pass
-        return []
-    found = SPECIAL_TEXT_SHAPE.findall(text)
+    """Special-token-shaped substrings of ``text`` (``SPECIAL_TEXT_SHAPE.findall``), in order; only those
+    in ``known`` when it is given."""
+    angle = _ANGLE_SHAPE.findall(text) if "<" in text else []  # most text: memchr scans instead of a regex pass
+    bracket = _BRACKET_SHAPE.findall(text) if "[" in text else []
+    if angle and bracket:
+        found = [m.group() for m in sorted((*_ANGLE_SHAPE.finditer(text), *_BRACKET_SHAPE.finditer(text)), key=lambda m: m.start())]
+    else:
+        found = angle or bracket
     return found if known is None else [t for t in found if t in known]
 
 

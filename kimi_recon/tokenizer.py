@@ -97,6 +97,14 @@ def _may_have_long_run(piece: str, max_run: int) -> bool:
     return False
 
 
+def may_be_cut(text: str) -> bool:
+    """False when the official encode surely tokenizes ``text`` whole (:func:`official_chunks` yields it as
+    one piece): at most ``MAX_ENCODE_CHARS`` characters and no run longer than ``MAX_RUN_CHARS``."""
+    if len(text) <= MAX_RUN_CHARS:
+        return False
+    return len(text) > MAX_ENCODE_CHARS or _may_have_long_run(text, MAX_RUN_CHARS)
+
+
 _SPACE = re.compile(r"\s")
 _NON_SPACE = re.compile(r"\S")
 
@@ -235,6 +243,12 @@ class KimiTokenizer:
         """Special-token text -> id, as this tokenizer's table has it."""
         return self._special
 
+    @property
+    def specials_scannable(self) -> bool:
+        """Whether every special-token text of the table has a shape ``special_texts_in`` finds (so a scan
+        of a text finds every special token one encode would make of it)."""
+        return self._specials_scannable
+
     def special_token_text(self, token_id: int) -> str | None:
         return self._special_by_id.get(token_id)
 
@@ -263,6 +277,11 @@ class KimiTokenizer:
             if len(self._template_ids) < _TEMPLATE_CACHE_SIZE and len(text) <= 64:
                 self._template_ids[text] = ids
         return ids
+
+    @property
+    def template_text_ids(self) -> Mapping[str, list[int]]:
+        """The cache of :meth:`encode_template_text` (the segment encoders read it directly; do not mutate)."""
+        return self._template_ids
 
     def encode_with_specials(self, text: str, special_texts: Set[str]) -> list[int]:
         """``encode(text)``, given every special-token-shaped text that occurs in ``text``.
