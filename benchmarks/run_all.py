@@ -611,13 +611,14 @@ def bench_generate(cfg: Config, rep: Report) -> None:
         return
     from benchmarks import generate_bench
 
-    result = generate_bench.measure(40 if cfg.quick else 300, cfg.rounds, cfg.seed)
+    result = generate_bench.measure(40 if cfg.quick else 300, generate_bench.rounds_for(cfg.quick, cfg.rounds), cfg.seed)
     rows_s, cpu = result["rows_per_s"], result["cpu_ms_per_row"]
     rep.table(
         ["setting", "rows/s", "CPU ms per row (this process)"],
         [[name, f"{rows_s[name]:.1f}", f"{cpu[name]:.2f}"] for name in ("without check", "with check")],
     )
-    rep.line(f"{result['prompts']} prompts, concurrency {result['concurrency']}, zero-latency loopback server in its own process, best of {result['rounds']} rounds")
+    rep.line(f"{result['prompts']} prompts, concurrency {result['concurrency']}, zero-latency loopback server in its own process, best of {result['rounds']} rounds; "
+             f"{result['rows_agreeing']['with check']} rows agree with the server's usage (one prompt in ten reports 3 more prompt tokens)")
     ratio = result["ratio"]
     rep.target("generate rows/s with the usage check / without", ratio, f">= {generate_bench.TARGET_RATIO}", ratio >= generate_bench.TARGET_RATIO, "x")
     if result["rows_checked"]["with check"] != result["prompts"]:
