@@ -110,7 +110,7 @@ def make_prompt_counter(
 
     if not (type(thinking) is bool and uses_k25_template(prof, tok) and TEMPLATE_MARKERS <= specials.keys()):
         return rendered
-    declaration = _declaration_counter(prof, thinking, cache_size)
+    declaration = _declaration_counter(prof, thinking, TOOL_LISTS_KEPT)
 
     @functools.lru_cache(maxsize=cache_size)
     def fragment_len(fragment: str) -> int:
@@ -126,6 +126,11 @@ def make_prompt_counter(
         return sum(1 if f in TEMPLATE_MARKERS else fragment_len(f) for f in fragments if f)
 
     return count
+
+
+#: Tool lists whose declaration the prompt counter keeps: a run usually sends one or a few, and each entry holds
+#: the list twice (JSON text and parsed) plus its declaration, so many large distinct lists must not pile up.
+TOOL_LISTS_KEPT = 32
 
 
 def _declaration_counter(prof: ChatProfile, thinking: bool, cache_size: int) -> Callable[[list[Mapping[str, Any]]], str | None]:
