@@ -120,13 +120,35 @@ def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer
     short = tokenizer.encoding.encode_ordinary  # a text no official chunk cut can fall in: one call less
     template = tokenizer.encode_template_text
     cached = tokenizer.template_text_ids.get  # its cache, read here: a K3 tool call holds dozens of these pieces
-    for text, field, special in segments:
+    lengths = [len(text) if field is not None else -1 for text, field, _special in segments]
+    longest = lengths.index(max(lengths)) if lengths else -1
+    for i, (text, field, special) in enumerate(segments):
         if special:
             ids.append(ids_of_markers[text])
         elif field is None:
             ids += cached(text) or template(text)
         elif text:
-            ids += short(text) if len(text) <= MAX_RUN_CHARS else ordinary(text)
+            got = short(text) if len(text) <= MAX_RUN_CHARS else ordinary(text)
+            if i == longest:  # see _joined: the longest text's ids are the list the others join
+                got[:0] = ids
+                ids = got
+            else:
+                ids += got
+    return ids
+
+
+def _joined(parts: list[list[int]]) -> list[int]:
+    """The ids of ``parts`` (lists the caller owns) in order, built on the longest: adding a list's ids to
+    another writes each id's reference count, and a turn's ids are fresh objects scattered in memory, so
+    joining the others to the longest (whose references move as one block) costs less than copying all."""
+    if len(parts) == 1:
+        return parts[0]
+    k = max(range(len(parts)), key=lambda i: len(parts[i]))
+    ids = parts[k]
+    if k:
+        ids[:0] = [tid for part in parts[:k] for tid in part]
+    for part in parts[k + 1 :]:
+        ids += part
     return ids
 
 
@@ -162,7 +184,7 @@ def _encode_between_markers(
     as none holds ``<`` or ``[`` after its first character. Faster than one encode: no allowed set to
     convert and no scan of the text for special tokens.
     """
-    ids: list[int] = []
+    parts: list[list[int]] = []
     piece: str | None = None  # the text since the last marker (adjacent texts are one BPE span)
     for text, _field, special in segments:
         if special:
@@ -170,9 +192,9 @@ def _encode_between_markers(
             if tid is None:
                 return None
             if piece:
-                ids += encode_ordinary(piece)
+                parts.append(encode_ordinary(piece))
             piece = None
-            ids.append(tid)
+            parts.append([tid])
         elif piece is None:
             piece = text
         else:  # texts next to each other (no renderer writes them): one span, and it must hold no special text
@@ -180,8 +202,8 @@ def _encode_between_markers(
             if special_texts_in(piece):
                 return None
     if piece:
-        ids += encode_ordinary(piece)
-    return ids
+        parts.append(encode_ordinary(piece))
+    return _joined(parts) if parts else []
 
 
 def special_texts_of(registry: SpecialTokenRegistry) -> frozenset[str]:
