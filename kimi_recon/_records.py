@@ -19,7 +19,7 @@ from .errors import InvalidInputError, InvalidRecordError
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
 from .models import AssistantTurn
 from .reconstruct import Reconstruction, reconstruct_output_ids
-from .record_options import parse_options
+from .record_options import arrow_tools, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 
@@ -382,7 +382,12 @@ def audit_row(
     use_logprobs: bool = True,
     prefix: str = "audit_",
 ) -> dict[str, Any]:
-    """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``."""
+    """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``.
+
+    The record is a row of an Arrow table, so its ``tools`` objects are read as such
+    (:func:`~kimi_recon.record_options.arrow_tools`)."""
+    if isinstance(record, Mapping) and "tools" in record:
+        record = {**record, "tools": arrow_tools(record["tools"])}
     return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs).to_row(prefix)
 
 

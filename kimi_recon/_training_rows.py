@@ -30,6 +30,7 @@ from ._records import RESPONSE_KEYS, RecordError, RecordsArg, TokenizerArg, _as_
 from .errors import InvalidInputError, InvalidRecordError
 from .flags import flag_codes_text
 from .profiles import get_profile
+from .record_options import arrow_tools
 from .tokenizer import KimiTokenizer
 from .training import TrainingSample, sample_from_record
 
@@ -217,6 +218,8 @@ def _batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> d
                 field=column,
             )
         value = _plain(raw)
+        if column == "tools":
+            value = arrow_tools(value)  # objects in a batch column came through Arrow; text stays text
         if isinstance(value, (str, bytes)) and column in _JSON_KEYS:
             try:
                 value = json.loads(value)

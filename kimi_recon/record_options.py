@@ -12,8 +12,13 @@ other tool of the column had, set to null. Where JSON Schema and the OpenAI tool
 null, the null can only be such a filler, so it is removed, which gives back the original exactly
 (flag ``tools_null_fields_removed``). Where a null is legal (``default``, ``const``, ``example``,
 ``examples``, unknown keys) and the tools show such fillers, a real null and a filled one cannot be
-told apart, so the record is refused with a message saying so; without fillers such a null is kept
-(pydantic writes ``"default": null`` for optional fields).
+told apart, so the record is refused with a message saying so. Fillers in one record are not the only
+sign: Arrow fills a key that any row of the column had, so a record's lone ``"default": null`` may be a
+filler too. Tools the batch functions read (:func:`~kimi_recon.sample_batch`,
+:func:`~kimi_recon.dataset.audit_row`, :func:`~kimi_recon.dataset.audit_batch`) are known to come from
+Arrow (:func:`arrow_tools` marks them), so there any null where a real null is allowed is refused.
+Elsewhere (JSON files, a caller's own objects) nothing says the tools went through Arrow, and without
+fillers such a null is kept (pydantic writes ``"default": null`` for optional fields).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from .errors import InvalidInputError, preview
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile
 
-__all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "parse_options", "turn_options"]
+__all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "arrow_tools", "parse_options", "turn_options"]
 
 #: The record keys :func:`parse_options` reads.
 OPTION_KEYS: tuple[str, ...] = (
@@ -188,9 +193,24 @@ def _json(text: str | bytes, where: str) -> Any:
         raise InvalidInputError(f"is text but not JSON ({err})", field=where) from None
 
 
+class _ArrowTools(list[Any]):
+    """A ``tools`` value read from an Arrow column (see :func:`arrow_tools`)."""
+
+
+def arrow_tools(value: object) -> object:
+    """``value`` marked as a ``tools`` value read from an Arrow column (a ``datasets`` or Ray batch), where a
+    missing key and a null cannot be told apart; text and null stay as they are."""
+    if hasattr(value, "tolist") and not isinstance(value, Mapping):  # a numpy array from Arrow/Ray batches
+        value = value.tolist()
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return _ArrowTools(value)
+    return value
+
+
 def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag, ...]]:
     if value is None:
         return None, ()
+    from_arrow = isinstance(value, _ArrowTools)
     if isinstance(value, (str, bytes)):
         value = _json(value, "tools")
         if value is None:
@@ -209,10 +229,14 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
             tools.append(_plain(tool, f"tools[{i}]", False, filled, ambiguous))
     except RecursionError:
         raise InvalidInputError(f"is nested more than {MAX_TOOLS_DEPTH} levels deep", field="tools") from None
-    if filled and ambiguous:
+    if ambiguous and (filled or from_arrow):
+        sign = (
+            f"Hugging Face datasets or Ray filled missing keys with null: {', '.join(filled[:3])}{' …' if len(filled) > 3 else ''}"
+            if filled
+            else "read from a batch column of objects, where Arrow fills every key any other row had with null"
+        )
         raise InvalidInputError(
-            f"went through Arrow (Hugging Face datasets or Ray filled missing keys with null: {', '.join(filled[:3])}"
-            f"{' …' if len(filled) > 3 else ''}), and {', '.join(ambiguous[:3])} {'is' if len(ambiguous) == 1 else 'are'} "
+            f"went through Arrow ({sign}), and {', '.join(ambiguous[:3])} {'is' if len(ambiguous) == 1 else 'are'} "
             "null where a real null is allowed, so whether the original had that key cannot be told; "
             "store tools as JSON text (a string column) so they survive the round trip",
             field="tools",

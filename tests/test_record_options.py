@@ -16,8 +16,9 @@ from extras import require
 from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.cli import main
-from kimi_recon.dataset import audit_record, reconstruct_record
-from kimi_recon.record_options import parse_options
+from kimi_recon import sample_batch
+from kimi_recon.dataset import audit_record, audit_row, reconstruct_record
+from kimi_recon.record_options import arrow_tools, parse_options
 from kimi_recon.render import render_assistant_turn
 from kimi_recon.training import sample_from_record
 
@@ -155,6 +156,38 @@ def test_a_null_that_may_be_real_in_arrow_filled_tools_is_refused_saying_so() ->
     assert "store tools as JSON text" in str(err.value)
 
 
+def test_a_lone_filled_default_is_refused_in_a_batch_where_no_other_filler_shows() -> None:
+    # Hypothesis found it: the first tool's "x" got "default": null from the second, and nothing else in
+    # the record was filled, so it was kept as if real. The batch functions know the column is Arrow's.
+    original = [
+        [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}],
+        [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "description": ""}}}}},
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "description": "", "default": "d"}}}}},
+        ],
+    ]
+    datasets = require("datasets")
+    messages = json.dumps([{"role": "user", "content": "q"}])
+    ds = datasets.Dataset.from_list([{"id": f"r{i}", "messages": messages, "response": json.dumps({"content": "a"}), "tools": t} for i, t in enumerate(original)])
+    assert ds[1]["tools"][0]["function"]["parameters"]["properties"]["x"]["default"] is None  # the round trip filled it
+    rows = ds.map(sample_batch, batched=True, remove_columns=ds.column_names)
+    assert rows[0]["error"] is None
+    error = rows[1]["error"]
+    assert error is not None and "r1" in error and "tools" in error and "properties.x.default" in error and "cannot be told" in error
+
+
+def test_audit_row_reads_a_lone_null_default_as_arrow_filled_and_audit_record_as_real() -> None:
+    # audit_row is a datasets.map function: its record is an Arrow row. The usage check renders the prompt,
+    # which the ambiguous null stops there (prompt_tokens_unchecked) but not from a JSON record.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "default": None}}}}}]
+    rec = {"id": "u", "messages": [{"role": "user", "content": "q"}], "response": {"content": "a"}, "tools": tools,
+           "reference_ids": [64, 163586], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}
+    from_arrow = audit_row(rec)
+    assert from_arrow["audit_flags"].split(",").count("prompt_tokens_unchecked") == 1
+    as_json = audit_record(rec)
+    assert as_json.error is None and "prompt_tokens_unchecked" not in as_json.flag_codes
+
+
 def test_a_real_null_default_without_arrow_fillers_is_kept() -> None:
     # pydantic writes "default": null for optional fields; nothing says these tools went through Arrow.
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}}}}}]
@@ -239,11 +272,12 @@ _tool = st.builds(
 @settings(max_examples=30)
 @given(st.lists(st.lists(_tool, min_size=1, max_size=2), min_size=1, max_size=4))
 def test_an_arrow_round_trip_is_undone_exactly_or_refused_saying_so(rows: list[list[dict[str, Any]]]) -> None:
+    # The batch functions mark tools read from an Arrow column (arrow_tools); so does this test.
     for original, filled in zip(rows, _arrow_round_trip(rows)):
         try:
-            options = parse_options({"tools": filled})
+            options = parse_options({"tools": arrow_tools(filled)})
         except InvalidInputError as err:
-            # Only a legal-null key ("default") filled next to other fillers is refused.
+            # Only a null where a real null is legal ("default") is refused.
             assert "went through Arrow" in str(err) and ".default" in str(err) and "cannot be told" in str(err)
             assert "default" in json.dumps(rows)
             continue
