@@ -113,16 +113,42 @@ def official_chunks(text: str, max_chars: int = MAX_ENCODE_CHARS, max_run: int =
     """The pieces the official encode tokenizes separately, in order; they concatenate to ``text``."""
     for start in range(0, len(text), max_chars):
         piece = text[start : start + max_chars]
-        if not _may_have_long_run(piece, max_run):
-            yield piece
-            continue
         cut = 0
-        for run in _long_run(max_run).finditer(piece):
+        for run_start, run_end in _long_runs(piece, max_run):
             # The official loop cuts a long run at its (max_run + 1)-th character, then every max_run after.
-            for pos in range(run.start() + max_run, run.end(), max_run):
+            for pos in range(run_start + max_run, run_end, max_run):
                 yield piece[cut:pos]
                 cut = pos
         yield piece[cut:]
+
+
+def _long_runs(piece: str, max_run: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of whitespace or of non-whitespace longer than ``max_run`` in ``piece``, in order
+    (what ``_long_run(max_run).finditer`` finds, without visiting every character).
+
+    Such a run holds a whole aligned block of ``max(max_run // 2, 1)`` characters of its kind (see
+    :func:`_may_have_long_run`), so only the run around such a block is measured: it starts after the last
+    character of the other kind in the block before (which is not all of this kind, or its run would have
+    reached past this block), and ends at the next character of the other kind."""
+    block = max(max_run // 2, 1)
+    covered = 0  # the end of the last run measured: blocks before it are inside that run
+    for b in range(0, len(piece) - block + 1, block):
+        if b < covered:
+            continue
+        e = b + block
+        if _SPACE.search(piece, b, e) is None:
+            other = _SPACE
+        elif _NON_SPACE.search(piece, b, e) is None:
+            other = _NON_SPACE
+        else:
+            continue
+        lo = max(b - block, 0)
+        before = other.search(piece[lo:b][::-1])
+        run_start = b - before.start() if before is not None else lo
+        after = other.search(piece, e)
+        covered = after.start() if after is not None else len(piece)
+        if covered - run_start > max_run:
+            yield run_start, covered
 
 
 def _check_text(text: object) -> None:

@@ -33,7 +33,7 @@ from kimi_recon.special_tokens import (
     registry_named,
     special_texts_in,
 )
-from kimi_recon.tokenizer import may_be_cut, official_chunks
+from kimi_recon.tokenizer import _long_run, _long_runs, may_be_cut, official_chunks
 
 K25 = load_tokenizer()
 K3_TOK = load_tokenizer(profile="kimi-k3")
@@ -228,3 +228,13 @@ def test_a_long_plain_k2_turn_is_encoded_between_markers_and_equals_one_encode(m
 
     monkeypatch.setattr(K25, "encode_with_specials", one_encode)
     assert reconstruct_output_ids(turn, K25, "kimi-k2.5").ids == expected
+
+
+RUNS = st.lists(st.tuples(st.sampled_from([" ", "\n", "\u3000", "a", "字", "<|im_end|>"]), st.integers(1, 40)), max_size=12).map(
+    lambda parts: "".join(ch * n for ch, n in parts)
+)
+
+
+@given(RUNS, st.integers(1, 12))
+def test_long_runs_are_the_runs_the_regex_finds(text: str, max_run: int) -> None:
+    assert list(_long_runs(text, max_run)) == [(m.start(), m.end()) for m in _long_run(max_run).finditer(text)]
