@@ -73,16 +73,19 @@ class TokenCountTally:
         self.unchecked = 0
 
     def add(self, provider: object, counts: TokenCounts | None) -> None:
-        if counts is None or not counts.checks:
+        checks = counts.checks if counts is not None else ()
+        if counts is None or not checks:
             self.unchecked += 1
             return
         name = provider if isinstance(provider, str) and provider else UNKNOWN_PROVIDER
         if name not in self._providers and len(self._providers) >= _MAX_PROVIDERS:
             name = _OTHER
-        entry = self._providers.setdefault(name, _Provider())
+        entry = self._providers.get(name)
+        if entry is None:
+            entry = self._providers[name] = _Provider()
         entry.rows += 1
         entry.agree += counts.agrees
-        for check in counts.checks:
+        for check in checks:
             entry.fields[check.field].add(check.delta, None if check.convention is None else check.convention.value)
 
     @property
