@@ -165,8 +165,8 @@ def _render_prompt(
 
 def _prompt_segments(messages: Sequence[Mapping[str, Any]], options: RecordOptions) -> list[Segment] | None:
     tools = list(options.tools) if options.tools else None
-    return prompt_segments(
-        messages, tools, options.profile, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice
+    return options.profile.prompt_segments(
+        messages, tools, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice
     )
 
 
