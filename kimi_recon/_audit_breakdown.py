@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from .compare import EXACT, KINDS
 from .errors import InvalidInputError
@@ -64,6 +64,25 @@ class AuditBreakdown:
         }
 
 
+#: Bounded heaps of the worst records of each kind: ``(diff_size, -index, result)`` entries, smallest on top.
+WorstHeaps: TypeAlias = dict[str, list[tuple[int, int, "RecordResult"]]]
+
+
+def keep_worst(heaps: WorstHeaps, kind: str, diff_size: int, result: RecordResult, limit: int) -> None:
+    """Push ``result`` into ``kind``'s heap, keeping at most ``limit`` entries: the largest ``diff_size``."""
+    heap = heaps.setdefault(kind, [])
+    entry = (diff_size, -result.index, result)  # ties: the earlier record is worse
+    if len(heap) < limit:
+        heapq.heappush(heap, entry)
+    elif entry[:2] > heap[0][:2]:
+        heapq.heapreplace(heap, entry)
+
+
+def worst_first(heap: list[tuple[int, int, RecordResult]]) -> list[tuple[int, int, RecordResult]]:
+    """A heap's entries worst first: largest ``diff_size``, then the earlier record."""
+    return sorted(heap, key=lambda e: (-e[0], -e[1]))
+
+
 class BreakdownTally:
     """Streams :class:`~kimi_recon.dataset.RecordResult` s into an :class:`AuditBreakdown` in constant memory."""
 
@@ -72,7 +91,7 @@ class BreakdownTally:
             raise InvalidInputError(f"must be a non-negative integer, got {limit!r}", field="worst")
         self.limit = limit
         self.histogram: dict[str, list[int]] = {region: [0] * POSITION_BINS for region in REGIONS}
-        self.heaps: dict[str, list[tuple[int, int, RecordResult]]] = {}
+        self.heaps: WorstHeaps = {}
 
     def add(self, result: RecordResult) -> None:
         c = result.comparison
@@ -81,15 +100,10 @@ class BreakdownTally:
         if c.first_diff is not None and c.region in self.histogram:
             self.histogram[c.region][position_bin(c.first_diff, c.reference_len)] += 1
         if self.limit:
-            heap = self.heaps.setdefault(c.kind, [])
-            entry = (c.diff_size, -result.index, result)  # ties: the earlier record is worse
-            if len(heap) < self.limit:
-                heapq.heappush(heap, entry)
-            elif entry[:2] > heap[0][:2]:
-                heapq.heapreplace(heap, entry)
+            keep_worst(self.heaps, c.kind, c.diff_size, result, self.limit)
 
     def freeze(self) -> AuditBreakdown:
-        ranked = {kind: sorted(heap, key=lambda e: (-e[0], -e[1])) for kind, heap in self.heaps.items()}
+        ranked = {kind: worst_first(heap) for kind, heap in self.heaps.items()}
         order = sorted(ranked, key=lambda k: -_SEVERITY[k])
         chosen: list[tuple[int, int, int, RecordResult]] = []
         depth = 0

@@ -28,14 +28,13 @@ Every name above is importable from here.
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections import Counter
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally
+from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
 from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidRecordError, preview
 from .profiles import get_profile
@@ -269,7 +268,7 @@ class _Tally:
         self.flags: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()
         self.token_counts = TokenCountTally()
-        self.heaps: dict[str, list[tuple[int, int, RecordResult]]] = {}
+        self.heaps: WorstHeaps = {}
         self.examples = examples
         self.max_errors = max_errors
         self.breakdown = BreakdownTally(worst)
@@ -289,17 +288,12 @@ class _Tally:
         if result.source:
             self.sources[result.source] += 1
         if comparison.kind != EXACT and self.examples > 0:
-            heap = self.heaps.setdefault(comparison.kind, [])
-            entry = (comparison.diff_size, -result.index, result)  # ties: the earlier record is worse
-            if len(heap) < self.examples:
-                heapq.heappush(heap, entry)
-            elif entry[:2] > heap[0][:2]:
-                heapq.heapreplace(heap, entry)
+            keep_worst(self.heaps, comparison.kind, comparison.diff_size, result, self.examples)
         self.breakdown.add(result)
 
     def freeze(self, profile: str, thinking: bool, elapsed: float) -> DatasetAudit:
         examples: dict[str, tuple[RecordResult, ...]] = {
-            kind: tuple(r for _, _, r in sorted(self.heaps[kind], key=lambda e: (-e[0], -e[1])))
+            kind: tuple(r for _, _, r in worst_first(self.heaps[kind]))
             for kind in KINDS
             if kind in self.heaps
         }
