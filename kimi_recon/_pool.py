@@ -32,6 +32,7 @@ from ._records import (
     _reconstruct_checked,
     audit_record,
     get_tokenizer,
+    record_error,
     record_id,
 )
 
@@ -92,9 +93,8 @@ def _reconstruct_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer |
             rid = record_id(rec)
             recon, counts, flags, _ = _reconstruct_checked(rec, tok, job.profile, job.thinking, job.use_logprobs)
         except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
-            fld = err.field if isinstance(err, InvalidInputError) else None
-            message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
-            out.append(RecordReconstruction(index, line, rid, None, error=RecordError(index, line, rid, fld, message, type(err).__name__)))
+            error = record_error(index, line, rid, err)
+            out.append(RecordReconstruction(index, error.line, rid, None, error=error))
             continue
         out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, flags, token_counts=counts))
     return out

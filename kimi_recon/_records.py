@@ -57,6 +57,16 @@ class RecordError:
         return dataclasses.asdict(self)
 
 
+def record_error(index: int, line: int | None, rid: str | None, err: Exception) -> RecordError:
+    """A record's failure as data: an :class:`InvalidInputError`'s field and message, else the exception's type
+    and text; an unreadable JSONL line's own number (an :class:`InvalidRecordError`'s) wins over ``line``."""
+    if isinstance(err, InvalidRecordError) and err.line is not None:
+        line = err.line
+    if isinstance(err, InvalidInputError):
+        return RecordError(index, line, rid, err.field, err.message, type(err).__name__)
+    return RecordError(index, line, rid, None, f"{type(err).__name__}: {err}", type(err).__name__)
+
+
 @dataclass(frozen=True)
 class RecordResult:
     """The audit of one record: its comparison, or the error that prevented one.
@@ -365,11 +375,8 @@ def audit_record(
         # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
         comparison = compare_checked_ids(reference, recon.ids, tokenizer_for_profile(tok, recon.profile))
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
-        if isinstance(err, InvalidRecordError) and err.line is not None:
-            line = err.line
-        fld = err.field if isinstance(err, InvalidInputError) else None
-        message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
-        return RecordResult(index, line, rid, error=RecordError(index, line, rid, fld, message, type(err).__name__))
+        error = record_error(index, line, rid, err)
+        return RecordResult(index, error.line, rid, error=error)
     return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider)
 
 

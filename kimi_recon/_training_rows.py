@@ -26,8 +26,17 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
-from ._records import RESPONSE_KEYS, RecordError, RecordsArg, TokenizerArg, _as_record, get_tokenizer, record_id
-from .errors import InvalidInputError, InvalidRecordError
+from ._records import (
+    RESPONSE_KEYS,
+    RecordError,
+    RecordsArg,
+    TokenizerArg,
+    _as_record,
+    get_tokenizer,
+    record_error,
+    record_id,
+)
+from .errors import InvalidInputError
 from .flags import flag_codes_text
 from .profiles import get_profile
 from .record_options import arrow_tools
@@ -116,11 +125,8 @@ class SampleResult:
 
 
 def _failure(index: int, line: int | None, rid: str | None, err: Exception) -> SampleResult:
-    if isinstance(err, InvalidRecordError) and err.line is not None:
-        line = err.line
-    fld = err.field if isinstance(err, InvalidInputError) else None
-    message = err.message if isinstance(err, InvalidInputError) else f"{type(err).__name__}: {err}"
-    return SampleResult(index, line, rid, error=RecordError(index, line, rid, fld, message, type(err).__name__))
+    error = record_error(index, line, rid, err)
+    return SampleResult(index, error.line, rid, error=error)
 
 
 def sample_result(
