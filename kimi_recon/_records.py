@@ -325,16 +325,11 @@ def record_token_counts(
     if prompt_len is None and reported_counts(usage)[0] is not None:
         messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
         if isinstance(messages, list):
-            from .training import encode_prompt
+            from .training import _encode_prompt
 
             try:
                 opts = parse_options(rec, profile=profile, thinking=thinking)
-                prompt_len = len(
-                    encode_prompt(
-                        messages, opts.tools, opts.profile, opts.thinking, tokenizer, template_kwargs=opts.template_kwargs,
-                        thinking_effort=opts.thinking_effort, tool_choice=opts.tool_choice,
-                    )
-                )
+                prompt_len = len(_encode_prompt(messages, opts, tokenizer_for_profile(tokenizer, opts.profile), None)[0])
             except (InvalidInputError, TypeError, ValueError) as err:
                 why = f"the prompt could not be rendered to check usage.{PROMPT}: {type(err).__name__}: {err}"
                 unchecked = (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, why, f"usage.{PROMPT}"),)
