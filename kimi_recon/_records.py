@@ -267,7 +267,7 @@ def reconstruct_record(
     """
     rec = _as_record(record, None)
     try:
-        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs)
+        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs)[1]
     except InvalidInputError as err:
         raise err.with_sample(record_id(rec)) from None
 
@@ -282,18 +282,21 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
     raise InvalidInputError(f"is missing: a record needs one of {', '.join(RESPONSE_KEYS)}", field=RESPONSE_KEYS[0])
 
 
-def _reconstruct(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool) -> Reconstruction:
-    return _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)[0]
+def _reconstruct(
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+) -> tuple[AssistantTurn, Reconstruction]:
+    """The record's turn and its reconstruction, without the usage check (which may render the prompt)."""
+    turn = turn_of_record(rec)
+    prof, think, offset = _options(rec, profile, thinking)
+    return turn, reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
 
 
 def _reconstruct_checked(
     rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
 ) -> tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]:
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
-    turn = turn_of_record(rec)
-    prof, think, offset = _options(rec, profile, thinking)
-    recon = reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
-    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, prof, think)
+    turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs)
+    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, recon.profile, recon.thinking)
     flags = recon.flags + unchecked + (counts.flags() if counts is not None else ())
     provider = rec.get("provider", turn.metadata.get("provider"))
     return recon, counts, flags, provider if isinstance(provider, str) else None
