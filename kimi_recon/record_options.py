@@ -138,22 +138,18 @@ def turn_options(profile: object, thinking: object, call_index_offset: object) -
     return get_profile(profile), _thinking(thinking), 0 if offset is None else offset  # type: ignore[arg-type]  # checked there
 
 
-def _short(value: object) -> str:
-    return preview(value)
-
-
 def _thinking(value: object) -> bool:
     if isinstance(value, bool):
         return value
     if getattr(getattr(value, "dtype", None), "kind", None) == "b":  # numpy booleans from Arrow/Ray batches
         return bool(value)
-    raise InvalidInputError(f"must be true or false (a JSON boolean), got {_short(value)}", field="thinking")
+    raise InvalidInputError(f"must be true or false (a JSON boolean), got {preview(value)}", field="thinking")
 
 
 def _thinking_effort(value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value  # which efforts exist is the profile's to say (kimi_recon._k3_prompt)
-    raise InvalidInputError(f"must be a string such as \"max\", got {_short(value)}", field="thinking_effort")
+    raise InvalidInputError(f"must be a string such as \"max\", got {preview(value)}", field="thinking_effort")
 
 
 def _call_index_offset(value: object) -> int | None:
@@ -163,7 +159,7 @@ def _call_index_offset(value: object) -> int | None:
         return value
     # numbers.Integral takes numpy integers (Arrow/Ray batches) and refuses floats and strings.
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise InvalidInputError(f"must be a non-negative integer, got {_short(value)}", field="call_index_offset")
+        raise InvalidInputError(f"must be a non-negative integer, got {preview(value)}", field="call_index_offset")
     return int(value)
 
 
@@ -173,7 +169,7 @@ def _template_kwargs(value: object) -> dict[str, Any]:
     if isinstance(value, (str, bytes)):
         value = _json(value, "template_kwargs")
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise InvalidInputError(f"must be an object with string keys, got {_short(value)}", field="template_kwargs")
+        raise InvalidInputError(f"must be an object with string keys, got {preview(value)}", field="template_kwargs")
     reserved = sorted(RESERVED_TEMPLATE_KWARGS & set(value))
     if reserved:
         raise InvalidInputError(
@@ -267,7 +263,7 @@ def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: lis
         for key, item in value.items():
             if not isinstance(key, str):
                 # JSON has only string keys; a tool the server accepted cannot hold another one.
-                raise InvalidInputError(f"{path} has a key that is not a string: {_short(key)}", field="tools")
+                raise InvalidInputError(f"{path} has a key that is not a string: {preview(key)}", field="tools")
             where = f"{path}.{key}"
             if item is None:
                 if names or key in _NEVER_NULL:
