@@ -58,21 +58,10 @@ def _write_rows(path: str, rows: Iterator[dict[str, Any]], what: str) -> int:
         for row in rows:
             failed += row.get("error") is not None
             done += 1
-            out.write(_json_line(row))
+            # a lone surrogate (from a "\\ud800" escape in the input) is written as that escape by atomic_output
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"{what} {done - failed} of {done} records; {failed} recorded as errors", file=sys.stderr)
     return 1 if failed else 0
-
-
-def _json_line(row: dict[str, Any]) -> str:
-    """One JSONL line; a row holding a lone surrogate (read from a ``\\ud83d`` escape) is written with ASCII
-    escapes, which keep it and keep the file UTF-8, instead of failing the whole run."""
-    line = json.dumps(row, ensure_ascii=False)
-    if not line.isascii():
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:
-            line = json.dumps(row)
-    return line + "\n"
 
 
 def cmd_reconstruct(args: argparse.Namespace) -> int:
