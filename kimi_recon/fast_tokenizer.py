@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -284,8 +284,7 @@ def encode_like_official(fast: tokenizers.Tokenizer, text: str) -> list[int]:
     """The official ids of ``text`` with a fast tokenizer: the pieces the official encode cuts, encoded one by one."""
     if not isinstance(text, str):
         raise InvalidInputError(f"must be a str, got {type(text).__name__}", field="text")
-    pieces: Sequence[str] = list(official_chunks(text)) if official_encode_cuts(text) else [text]
     ids: list[int] = []
-    for encoding in fast.encode_batch(pieces, add_special_tokens=False):
+    for encoding in fast.encode_batch(list(official_chunks(text)), add_special_tokens=False):  # [text] when uncut
         ids += encoding.ids
     return ids
