@@ -417,7 +417,7 @@ def audit_batch(
         for k, v in row.items():
             out.setdefault(k, []).append(v)
     if not out:
-        out = {prefix + k: [] for k in ("kind", "exact", "benign", "first_diff", "region", "detail", "source", "flags", "error_field", "error")}
+        out = {column: [] for column in RecordResult(0, None, None).to_row(prefix)}  # the same columns, no rows
     return out
 
 
