@@ -150,14 +150,6 @@ _CLOSE_JSON = tuple(close_tag("json"))
 _JSON_TYPE = {str: "string", dict: "object", list: "array", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-def call_segments(call: ToolCall, index: int, where: str, parsed: tuple[Mapping[str, Any] | None, str | None]) -> list[Segment]:
-    """``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts from 1);
-    ``parsed`` is :func:`parse_arguments` of the call's arguments."""
-    segments: list[Segment] = []
-    _add_call(segments, call, index, where, parsed, {}, [])
-    return segments
-
-
 def _add_field(segments: list[Segment], piece: str, field: str, noted: list[Flag]) -> None:
     """Append a field's text (nothing for empty text: no boundary), and a flag to ``noted`` when it holds
     special-token text."""
@@ -176,8 +168,9 @@ def _add_call(
     written: dict[str, str],
     noted: list[Flag],
 ) -> None:
-    """Append :func:`call_segments`; fill ``written`` with each argument value as written, and ``noted``
-    with the special-token text flags of its fields."""
+    """Append ``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts
+    from 1; ``parsed`` is :func:`parse_arguments` of the call's arguments); fill ``written`` with each argument
+    value as written, and ``noted`` with the special-token text flags of its fields."""
     segments += _OPEN_CALL_TOOL
     _add_field(segments, escape_attr(call.name), f"{where}.function.name", noted)
     segments += _INDEX_ATTR
