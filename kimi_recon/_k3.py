@@ -370,11 +370,11 @@ def argument_flags(
 
 #: The spellings ``json.dumps`` gives an object, which servers send: default or compact separators, with
 #: non-ASCII text as is or escaped. (encode, compact?) pairs, by whether the text is ASCII.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _DUMPS_SPELLINGS: dict[bool, tuple[tuple[Callable[[Any], str], bool], ...]] = {
-    False: ((_DUMPS, False), (json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode, True)),
+    False: ((_DUMPS, False), (_COMPACT, True)),
     True: ((json.JSONEncoder().encode, False), (json.JSONEncoder(separators=(",", ":")).encode, True)),
 }
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _flags_of_a_dumps_spelling(text: str, args: Mapping[str, Any], written: Mapping[str, str] | None, field: str) -> list[Flag] | None:
