@@ -14,13 +14,11 @@ and the official golden conversations).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .chat_template import REASONING_FIELDS
+from .chat_template import REASONING_FIELDS, bundled_k25_template
 
 if TYPE_CHECKING:
     from .profiles import ChatProfile
@@ -43,12 +41,6 @@ _GENERATION_PROMPT = {True: (IM_ASSISTANT, "assistant", IM_MIDDLE, THINK), False
 #: The variables the template reads besides messages and tools (``ChatProfile.template_reads``), which
 #: :func:`k25_prompt_fragments` takes: ``tools_ts_str`` (its ``tools_declaration``) and ``thinking``.
 _TEMPLATE_READS = frozenset({"tools_ts_str", "thinking"})
-
-
-@functools.lru_cache(maxsize=1)
-def bundled_k25_template() -> str:
-    """The text of the K2.5 chat template this package ships (the one this module renders)."""
-    return (resources.files("kimi_recon") / "data" / "k2.5" / "chat_template.jinja").read_text(encoding="utf-8")
 
 
 def uses_k25_template(profile: ChatProfile, tokenizer: KimiTokenizer) -> bool:
