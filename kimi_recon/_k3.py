@@ -202,8 +202,11 @@ _TAG_MARKERS = frozenset({OPEN, CLOSE, SEP})
 _CLOSE_MARKERS = frozenset({CLOSE, SEP})
 
 
-def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, stop: str) -> RenderedTurn:
-    """The segments of what the model wrote after the K3 generation prompt, and what was noticed."""
+def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
+    """The segments of what the model wrote after the K3 generation prompt, and what was noticed.
+
+    ``call_index_offset`` plays no part (it is here for the format's renderer signature,
+    :class:`~kimi_recon._formats.TurnRenderer`): K3 numbers a turn's tool calls from 1 and writes no tool-call id."""
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
