@@ -14,13 +14,11 @@ and the official golden conversations).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .chat_template import REASONING_FIELDS
+from .chat_template import REASONING_FIELDS, bundled_k25_template
 
 if TYPE_CHECKING:
     from .profiles import ChatProfile
@@ -38,21 +36,22 @@ TEMPLATE_MARKERS = frozenset(
     {IM_SYSTEM, IM_USER, IM_ASSISTANT, IM_MIDDLE, IM_END, THINK, THINK_END, SECTION_BEGIN, SECTION_END, CALL_BEGIN, CALL_ARGUMENT, CALL_END}
 )
 _OPENERS = {"user": IM_USER, "assistant": IM_ASSISTANT}
-
-
-@functools.lru_cache(maxsize=1)
-def bundled_k25_template() -> str:
-    """The text of the K2.5 chat template this package ships (the one this module renders)."""
-    return (resources.files("kimi_recon") / "data" / "k2.5" / "chat_template.jinja").read_text(encoding="utf-8")
+#: The generation prompt the template appends, by ``thinking``.
+_GENERATION_PROMPT = {True: (IM_ASSISTANT, "assistant", IM_MIDDLE, THINK), False: (IM_ASSISTANT, "assistant", IM_MIDDLE, THINK, THINK_END)}
+#: The variables the template reads besides messages and tools (``ChatProfile.template_reads``), which
+#: :func:`k25_prompt_fragments` takes: ``tools_ts_str`` (its ``tools_declaration``) and ``thinking``.
+_TEMPLATE_READS = frozenset({"tools_ts_str", "thinking"})
 
 
 def uses_k25_template(profile: ChatProfile, tokenizer: KimiTokenizer) -> bool:
     """Whether :func:`~kimi_recon.training.render_prompt` renders ``profile``'s prompts with the bundled
-    K2.5 template (the profile takes the tokenizer's template, and that is the bundled one)."""
+    K2.5 template as :func:`k25_prompt_fragments` does: the profile takes the tokenizer's template, and that is
+    the bundled one; it passes the template the variables that template reads; its generation prompt is the
+    one the template writes."""
     return (
-        profile.format == "k2"
-        and profile.thinking_style == "prompt_opens"
-        and profile.template is None
+        profile.template is None
+        and profile.template_reads == _TEMPLATE_READS
+        and all(profile.generation_prompt(thinking) == "".join(_GENERATION_PROMPT[thinking]) for thinking in (True, False))
         and tokenizer.chat_template == bundled_k25_template()
     )
 
@@ -150,6 +149,5 @@ def k25_prompt_fragments(messages: Sequence[object], tools_declaration: str | No
             _message(message, i > last, thinking, out)  # type: ignore[arg-type]
     except _Uncovered:
         return None
-    out += [IM_ASSISTANT, "assistant", IM_MIDDLE]
-    out += [THINK] if thinking else [THINK, THINK_END]
+    out += _GENERATION_PROMPT[bool(thinking)]
     return out
