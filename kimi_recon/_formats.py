@@ -41,12 +41,7 @@ class FormatCode:
     render_prompt: PromptRenderer | None
 
 
-def _k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
-    # K3 numbers a turn's tool calls from 1 and writes no tool-call id, so the offset plays no part.
-    return render_k3_turn(turn, profile, thinking, stop)
-
-
 FORMATS: Mapping[ChatFormat, FormatCode] = {
     "k2": FormatCode(render_k2_turn, None),
-    "k3": FormatCode(_k3_turn, k3_prompt_segments),
+    "k3": FormatCode(render_k3_turn, k3_prompt_segments),
 }

@@ -150,14 +150,6 @@ _CLOSE_JSON = tuple(close_tag("json"))
 _JSON_TYPE = {str: "string", dict: "object", list: "array", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-def call_segments(call: ToolCall, index: int, where: str, parsed: tuple[Mapping[str, Any] | None, str | None]) -> list[Segment]:
-    """``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts from 1);
-    ``parsed`` is :func:`parse_arguments` of the call's arguments."""
-    segments: list[Segment] = []
-    _add_call(segments, call, index, where, parsed, {}, [])
-    return segments
-
-
 def _add_field(segments: list[Segment], piece: str, field: str, noted: list[Flag]) -> None:
     """Append a field's text (nothing for empty text: no boundary), and a flag to ``noted`` when it holds
     special-token text."""
@@ -176,8 +168,9 @@ def _add_call(
     written: dict[str, str],
     noted: list[Flag],
 ) -> None:
-    """Append :func:`call_segments`; fill ``written`` with each argument value as written, and ``noted``
-    with the special-token text flags of its fields."""
+    """Append ``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts
+    from 1; ``parsed`` is :func:`parse_arguments` of the call's arguments); fill ``written`` with each argument
+    value as written, and ``noted`` with the special-token text flags of its fields."""
     segments += _OPEN_CALL_TOOL
     _add_field(segments, escape_attr(call.name), f"{where}.function.name", noted)
     segments += _INDEX_ATTR
@@ -209,8 +202,11 @@ _TAG_MARKERS = frozenset({OPEN, CLOSE, SEP})
 _CLOSE_MARKERS = frozenset({CLOSE, SEP})
 
 
-def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, stop: str) -> RenderedTurn:
-    """The segments of what the model wrote after the K3 generation prompt, and what was noticed."""
+def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
+    """The segments of what the model wrote after the K3 generation prompt, and what was noticed.
+
+    ``call_index_offset`` plays no part (it is here for the format's renderer signature,
+    :class:`~kimi_recon._formats.TurnRenderer`): K3 numbers a turn's tool calls from 1 and writes no tool-call id."""
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
@@ -377,11 +373,11 @@ def argument_flags(
 
 #: The spellings ``json.dumps`` gives an object, which servers send: default or compact separators, with
 #: non-ASCII text as is or escaped. (encode, compact?) pairs, by whether the text is ASCII.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _DUMPS_SPELLINGS: dict[bool, tuple[tuple[Callable[[Any], str], bool], ...]] = {
-    False: ((_DUMPS, False), (json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode, True)),
+    False: ((_DUMPS, False), (_COMPACT, True)),
     True: ((json.JSONEncoder().encode, False), (json.JSONEncoder(separators=(",", ":")).encode, True)),
 }
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _flags_of_a_dumps_spelling(text: str, args: Mapping[str, Any], written: Mapping[str, str] | None, field: str) -> list[Flag] | None:

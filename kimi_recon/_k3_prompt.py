@@ -18,6 +18,7 @@ from typing import Any
 from .errors import InvalidInputError, preview
 from ._k3 import (
     END_OF_MSG,
+    arguments_problem,
     close_tag,
     open_tag,
     parse_arguments,
@@ -136,7 +137,7 @@ def _history_call(call: Mapping[str, Any], j: int, where: str) -> list[Segment]:
     if not isinstance(arguments, (str, Mapping)):
         raise InvalidInputError(f"Kimi K3 tool call arguments must be an object or a JSON object string, got {type(arguments).__name__}", field=field)
     args, block = parse_arguments(arguments)
-    if block is not None and _is_json(block):
+    if block is not None and arguments_problem(block) is not None:  # JSON, but not an object
         raise InvalidInputError("Kimi K3 tool call arguments must be a JSON object", field=field)
     segments = open_tag("call", [("tool", fn["name"], f"{where}.function.name"), ("index", j + 1, None)])
     if block is not None:
@@ -147,14 +148,6 @@ def _history_call(call: Mapping[str, Any], j: int, where: str) -> list[Segment]:
             segments += open_tag("argument", [("key", key, field), ("type", xtml_type(value), None)])
             segments += text(xtml_value(value), field) + close_tag("argument")
     return segments + close_tag("call")
-
-
-def _is_json(value: str) -> bool:
-    try:
-        json.loads(value)
-    except (ValueError, RecursionError):
-        return False
-    return True
 
 
 def _call_positions(calls: list[Mapping[str, Any]]) -> dict[str, tuple[int, Any]]:

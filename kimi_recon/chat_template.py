@@ -58,12 +58,17 @@ def _environment(sandboxed: bool) -> jinja2.Environment:
 
 
 @functools.lru_cache(maxsize=1)
+def bundled_k25_template() -> str:
+    """The text of the K2.5 chat template this package ships (the bundled tokenizer's)."""
+    return (resources.files("kimi_recon") / "data" / "k2.5" / "chat_template.jinja").read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
 def bundled_template_sources() -> frozenset[str]:
     """The texts of the chat templates this package ships (its own data, not a caller's)."""
-    data = resources.files("kimi_recon") / "data"
-    texts = {f.read_text(encoding="utf-8") for f in (data / "templates").iterdir() if f.name.endswith(".jinja")}
-    texts.add((data / "k2.5" / "chat_template.jinja").read_text(encoding="utf-8"))
-    return frozenset(texts)
+    templates = resources.files("kimi_recon") / "data" / "templates"
+    texts = {f.read_text(encoding="utf-8") for f in templates.iterdir() if f.name.endswith(".jinja")}
+    return frozenset({*texts, bundled_k25_template()})
 
 
 @functools.lru_cache(maxsize=16)

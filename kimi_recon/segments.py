@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, EncodingStyle
-from .special_tokens import SpecialTokenRegistry, registry_named, special_texts_in
+from .special_tokens import registry_named, special_texts_in
 from .tokenizer import MAX_RUN_CHARS, KimiTokenizer, may_be_cut
 
 
@@ -204,11 +204,6 @@ def _encode_between_markers(
     if piece:
         parts.append(encode_ordinary(piece))
     return _joined(parts) if parts else []
-
-
-def special_texts_of(registry: SpecialTokenRegistry) -> frozenset[str]:
-    """The texts of ``registry``'s named tokens (reserved slots excluded)."""
-    return frozenset(t.text for t in registry.named())
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
