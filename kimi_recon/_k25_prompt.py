@@ -19,6 +19,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .chat_template import REASONING_FIELDS, bundled_k25_template
+from .render import (
+    ARGUMENT_BEGIN,
+    CALL_BEGIN,
+    CALL_END,
+    IM_END,
+    SECTION_BEGIN,
+    SECTION_END,
+    THINK_BEGIN,
+    THINK_END,
+)
 
 if TYPE_CHECKING:
     from .profiles import ChatProfile
@@ -26,18 +36,15 @@ if TYPE_CHECKING:
 
 __all__ = ["TEMPLATE_MARKERS", "bundled_k25_template", "k25_prompt_fragments", "uses_k25_template"]
 
-IM_SYSTEM, IM_USER, IM_ASSISTANT, IM_MIDDLE, IM_END = "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<|im_end|>"
-THINK, THINK_END = "<think>", "</think>"
-SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
-CALL_BEGIN, CALL_ARGUMENT, CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"
+IM_SYSTEM, IM_USER, IM_ASSISTANT, IM_MIDDLE = "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>"
 
 #: The special-token texts the template writes; each is a fragment of its own in :func:`k25_prompt_fragments`.
 TEMPLATE_MARKERS = frozenset(
-    {IM_SYSTEM, IM_USER, IM_ASSISTANT, IM_MIDDLE, IM_END, THINK, THINK_END, SECTION_BEGIN, SECTION_END, CALL_BEGIN, CALL_ARGUMENT, CALL_END}
+    {IM_SYSTEM, IM_USER, IM_ASSISTANT, IM_MIDDLE, IM_END, THINK_BEGIN, THINK_END, SECTION_BEGIN, SECTION_END, CALL_BEGIN, ARGUMENT_BEGIN, CALL_END}
 )
 _OPENERS = {"user": IM_USER, "assistant": IM_ASSISTANT}
 #: The generation prompt the template appends, by ``thinking``.
-_GENERATION_PROMPT = {True: (IM_ASSISTANT, "assistant", IM_MIDDLE, THINK), False: (IM_ASSISTANT, "assistant", IM_MIDDLE, THINK, THINK_END)}
+_GENERATION_PROMPT = {True: (IM_ASSISTANT, "assistant", IM_MIDDLE, THINK_BEGIN), False: (IM_ASSISTANT, "assistant", IM_MIDDLE, THINK_BEGIN, THINK_END)}
 #: The variables the template reads besides messages and tools (``ChatProfile.template_reads``), which
 #: :func:`k25_prompt_fragments` takes: ``tools_ts_str`` (its ``tools_declaration``) and ``thinking``.
 _TEMPLATE_READS = frozenset({"tools_ts_str", "thinking"})
@@ -100,7 +107,7 @@ def _tool_calls(calls: object, out: list[str]) -> None:
                 arguments = json.dumps(arguments, ensure_ascii=False)
             except (TypeError, ValueError, RecursionError):
                 raise _Uncovered from None
-        out += [CALL_BEGIN, _text(call.get("id")), CALL_ARGUMENT, arguments, CALL_END]
+        out += [CALL_BEGIN, _text(call.get("id")), ARGUMENT_BEGIN, arguments, CALL_END]
     out.append(SECTION_END)
 
 
@@ -110,9 +117,9 @@ def _message(message: Mapping[str, Any], in_suffix: bool, thinking: bool, out: l
     out += [_OPENERS.get(role, IM_SYSTEM), _text(name) if name else role, IM_MIDDLE]
     if role == "assistant":
         if in_suffix and thinking:
-            out += [THINK, _reasoning(message), THINK_END, _content(message)]
+            out += [THINK_BEGIN, _reasoning(message), THINK_END, _content(message)]
         else:
-            out += [THINK, THINK_END, _content(message)]
+            out += [THINK_BEGIN, THINK_END, _content(message)]
         calls = message.get("tool_calls")
         if calls:
             _tool_calls(calls, out)
