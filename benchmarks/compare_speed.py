@@ -22,7 +22,6 @@ import argparse
 import functools
 import random
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus
+from benchmarks.timing import best_of
 from kimi_recon import KimiTokenizer, compare_ids, load_tokenizer
 from kimi_recon.render import render_assistant_turn
 
@@ -71,16 +71,11 @@ def measure(tok: KimiTokenizer, n_ids: int, rounds: int, seed: int = 0) -> list[
     results = []
     for name, text_a, text_b in cases(tok, n_ids, seed):
         ids_a, ids_b = tok.encode(text_a)[:n_ids], tok.encode(text_b)[:n_ids]
-        timings: dict[str, list[float]] = {"compare": [], "encode": []}
         runs: dict[str, Callable[[], object]] = {
             "compare": functools.partial(compare_ids, ids_a, ids_b, tok),
             "encode": functools.partial(_encode_both, tok, text_a, text_b),
         }
-        for r in range(rounds):
-            for key in (("compare", "encode") if r % 2 == 0 else ("encode", "compare")):
-                t0 = time.perf_counter()
-                runs[key]()
-                timings[key].append(time.perf_counter() - t0)
+        timings = best_of(runs, rounds, seed)
         compare_s, encode_s = min(timings["compare"]), min(timings["encode"])
         results.append({
             "case": name,

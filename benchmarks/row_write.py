@@ -12,9 +12,9 @@ few KB of text). Target: encode_row costs at most 1.25x the floor (the key searc
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import sys
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.timing import best_of
 from kimi_recon.openrouter.output import encode_row, to_json_line
 
 TARGET_RATIO = 1.25
@@ -65,11 +66,9 @@ def make_rows(n: int, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _time(fn: Callable[[Mapping[str, Any], str], bytes], rows: list[dict[str, Any]]) -> float:
-    start = time.perf_counter()
+def _write_all(fn: Callable[[Mapping[str, Any], str], bytes], rows: list[dict[str, Any]]) -> None:
     for row in rows:
         fn(row, KEY)
-    return time.perf_counter() - start
 
 
 def measure(n_rows: int, rounds: int, seed: int) -> dict[str, Any]:
@@ -77,10 +76,9 @@ def measure(n_rows: int, rounds: int, seed: int) -> dict[str, Any]:
     if any(encode_row(r, KEY) != _floor(r, KEY) for r in rows):
         raise AssertionError("encode_row changed a row that holds no key")
     ways = {"floor (serialise only)": _floor, "encode_row": encode_row, "old walk + serialise": _old_encode}
-    best = {name: float("inf") for name in ways}
-    for _ in range(rounds):  # interleaved rounds, best of each: a noisy machine hurts all alike
-        for name, fn in ways.items():
-            best[name] = min(best[name], _time(fn, rows))
+    # interleaved rounds, best of each: a noisy machine hurts all alike
+    times = best_of({name: functools.partial(_write_all, fn, rows) for name, fn in ways.items()}, rounds, seed)
+    best = {name: min(ts) for name, ts in times.items()}
     per_row_us = {name: 1e6 * t / n_rows for name, t in best.items()}
     return {
         "rows": n_rows,

@@ -69,10 +69,11 @@ def export_rows(
 ) -> Iterator[SampleResult]:
     """A result per non-blank line of a ``generate`` log, in order (see the module doc)."""
     for index, (line, row) in enumerate(iter_jsonl(log)):
-        rid = record_id(row) if not isinstance(row, InvalidInputError) else None
+        if isinstance(row, InvalidInputError):  # a line that is not a JSON object
+            yield _failure(index, line, None, row)
+            continue
+        rid = record_id(row)
         try:
-            if isinstance(row, InvalidInputError):
-                raise row
             training = log_row_to_training_row(row, skip_flagged=skip_flagged, skip_truncated=skip_truncated)
         except InvalidInputError as err:
             yield _failure(index, line, rid, err)

@@ -90,6 +90,14 @@ def _without_secret(row: Mapping[str, Any]) -> dict[str, Any]:
     return _flagged(kept, FlagCode.API_KEY_IN_TEXT, "the API key appeared in this row's text and was redacted")
 
 
+def _redacted_line(row: Mapping[str, Any], needles: tuple[str, ...]) -> str:
+    """``row`` serialised, each of ``needles`` (the key's forms, :func:`_secret_needles`) replaced."""
+    line = to_json_line(row)
+    for needle in needles:
+        line = line.replace(needle, REDACTED)
+    return line
+
+
 def _unwritable(row: Mapping[str, Any], err: BaseException) -> dict[str, Any]:
     rid = row.get("id")
     return {
@@ -121,9 +129,7 @@ def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, An
     needles = _secret_needles(secret)
     if any(needle in line for needle in needles):
         row = _without_secret(row)
-        line = to_json_line(row)
-        for needle in needles:
-            line = line.replace(needle, REDACTED)
+        line = _redacted_line(row, needles)
     try:
         return row, (line + "\n").encode("utf-8")
     except UnicodeEncodeError:
@@ -137,9 +143,7 @@ def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, An
         "the response text holds a lone UTF-16 surrogate, written here as a \\udXXX escape; it has no "
         "UTF-8 form, so the rebuilt ids cannot be the model's for that character",
     )
-    line = to_json_line(flagged)
-    for needle in needles:
-        line = line.replace(needle, REDACTED)
+    line = _redacted_line(flagged, needles)
     # Inside JSON strings (the only place a surrogate can be) this is the standard \uXXXX escape.
     return flagged, (join_surrogate_pairs(line) + "\n").encode("utf-8", "backslashreplace")
 

@@ -15,9 +15,13 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from openrouter_wire import call, completion, sse, stream_chunks
+
+from kimi_recon.openrouter.generate import GenerateConfig
+from kimi_recon.openrouter.options import RequestOptions
 
 
 @dataclass
@@ -177,3 +181,20 @@ def _prompt_key(body: dict[str, Any]) -> str:
         if message.get("role") == "user" and isinstance(message.get("content"), str):
             return str(message["content"])
     return ""
+
+
+#: For runs whose failures should come quickly: a short timeout and one fast retry.
+QUICK_RETRIES: dict[str, Any] = {"timeout": 5.0, "max_retries": 1, "retry_base_delay": 0.01}
+
+
+def generate_config(tmp_path: Path, fake: FakeOpenRouter, **changes: Any) -> GenerateConfig:
+    """A run against ``fake``: ``tmp_path``'s prompts.jsonl into its out.jsonl, K2.5, no progress bar;
+    ``changes`` set or override any other setting."""
+    settings: dict[str, Any] = {
+        "prompts": tmp_path / "prompts.jsonl",
+        "output": tmp_path / "out.jsonl",
+        "options": RequestOptions(model="moonshotai/kimi-k2.5"),
+        "base_url": fake.base_url,
+        "progress": False,
+    }
+    return GenerateConfig(**(settings | changes))

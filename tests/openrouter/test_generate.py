@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openrouter import Act, FakeOpenRouter
+from fake_openrouter import Act, FakeOpenRouter, generate_config
 from openrouter_wire import call, completion, error_chunk, read_rows, sse, stream_chunks, user_prompt, write_prompts
 
-from kimi_recon.openrouter.generate import GenerateConfig, RunSummary, run_generate
+from kimi_recon.openrouter.generate import RunSummary, run_generate
 from kimi_recon.openrouter.options import RequestOptions, provider_preferences, reasoning_settings
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look up", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
@@ -28,16 +28,10 @@ def run(
     prompts_path = tmp_path / "prompts.jsonl"
     if prompts is not None:
         write_prompts(prompts_path, prompts)
-    settings: dict[str, Any] = {"progress": False, "timeout": 5.0, "max_retries": 2, "retry_base_delay": 0.01}
-    settings.update(config)
-    cfg = GenerateConfig(
-        prompts=prompts_path,
-        output=tmp_path / "out.jsonl",
-        options=options or RequestOptions(model="moonshotai/kimi-k2.5"),
-        base_url=fake.base_url,
-        **settings,
-    )
-    summary = run_generate(cfg, api_key)
+    settings: dict[str, Any] = {"timeout": 5.0, "max_retries": 2, "retry_base_delay": 0.01}
+    if options is not None:
+        settings["options"] = options
+    summary = run_generate(generate_config(tmp_path, fake, **(settings | config)), api_key)
     return summary, read_rows(tmp_path / "out.jsonl")
 
 

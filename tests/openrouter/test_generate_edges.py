@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openrouter import Act, FakeOpenRouter
+from fake_openrouter import QUICK_RETRIES, Act, FakeOpenRouter, generate_config
 from hypothesis import given
 from hypothesis import strategies as st
 from openrouter_wire import completion, read_rows, stream_chunks, user_prompt, write_prompts
@@ -37,17 +37,7 @@ def args_for(prompts: Path, out: str, fake: FakeOpenRouter, *extra: str) -> list
 
 
 def config(tmp_path: Path, fake: FakeOpenRouter, **changes: Any) -> GenerateConfig:
-    settings: dict[str, Any] = {
-        "prompts": tmp_path / "prompts.jsonl",
-        "output": tmp_path / "out.jsonl",
-        "options": RequestOptions(model="moonshotai/kimi-k2.5"),
-        "base_url": fake.base_url,
-        "progress": False,
-        "timeout": 5.0,
-        "max_retries": 1,
-        "retry_base_delay": 0.01,
-    }
-    return GenerateConfig(**(settings | changes))
+    return generate_config(tmp_path, fake, **(QUICK_RETRIES | changes))
 
 
 # -- options -----------------------------------------------------------------------------------------

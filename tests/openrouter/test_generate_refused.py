@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openrouter import Act, FakeOpenRouter
+from fake_openrouter import QUICK_RETRIES, Act, FakeOpenRouter, generate_config
 from openrouter_wire import read_rows, user_prompt, write_prompts
 
 from kimi_recon.openrouter.cli import main
-from kimi_recon.openrouter.generate import GenerateConfig, RunSummary, run_generate
-from kimi_recon.openrouter.options import RequestOptions
+from kimi_recon.openrouter.generate import RunSummary, run_generate
 from kimi_recon.openrouter.output import OutputFile, OutputLockedError
 
 TEXTS = [f"p{i}" for i in range(6)]
@@ -25,18 +24,8 @@ def prompts_file(tmp_path: Path) -> Path:
 
 
 def run(fake: FakeOpenRouter, tmp_path: Path, key: str, **changes: Any) -> tuple[RunSummary, list[dict[str, Any]]]:
-    settings: dict[str, Any] = {
-        "prompts": prompts_file(tmp_path),
-        "output": tmp_path / "out.jsonl",
-        "options": RequestOptions(model="moonshotai/kimi-k2.5"),
-        "base_url": fake.base_url,
-        "progress": False,
-        "timeout": 5.0,
-        "max_retries": 1,
-        "retry_base_delay": 0.01,
-        "concurrency": 1,
-    }
-    summary = run_generate(GenerateConfig(**(settings | changes)), key)
+    settings = QUICK_RETRIES | {"prompts": prompts_file(tmp_path), "concurrency": 1}
+    summary = run_generate(generate_config(tmp_path, fake, **(settings | changes)), key)
     return summary, read_rows(tmp_path / "out.jsonl")
 
 

@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from fake_openrouter import Act, FakeOpenRouter
+from fake_openrouter import Act, FakeOpenRouter, generate_config
 from openrouter_wire import completion, read_rows, write_prompts
 
-from kimi_recon.openrouter.generate import GenerateConfig, run_generate
-from kimi_recon.openrouter.options import RequestOptions
+from kimi_recon.openrouter.generate import run_generate
 
 GOLDEN = Path(__file__).parent.parent / "data" / "golden" / "official-k2.5-dev" / "turns.jsonl"
 THINK_END = 163607
@@ -81,12 +80,9 @@ def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences
         fake.script(golden["messages"][-1]["content"], Act(body=response_for(golden, provider, (c_shift, r_shift, p_shift))))
         expected[pid] = (golden, provider, (c_shift, r_shift, p_shift), flags)
     write_prompts(tmp_path / "prompts.jsonl", prompts)
-    config = GenerateConfig(
-        prompts=tmp_path / "prompts.jsonl",
-        output=tmp_path / "out.jsonl",
-        options=RequestOptions(model="moonshotai/kimi-k2.5"),
-        base_url=fake.base_url,
-        progress=False,
+    config = generate_config(
+        tmp_path,
+        fake,
         max_retries=0,
         fsync=False,
         training_sample=prompt_from == "training_sample",  # the prompt is then encoded by the rebuild itself
@@ -131,14 +127,7 @@ def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences
 
 def test_no_usage_check_leaves_rows_without_token_counts(fake: FakeOpenRouter, tmp_path: Path, api_key: str) -> None:
     write_prompts(tmp_path / "prompts.jsonl", [{"id": "a", "messages": [{"role": "user", "content": "hi"}]}])
-    config = GenerateConfig(
-        prompts=tmp_path / "prompts.jsonl",
-        output=tmp_path / "out.jsonl",
-        options=RequestOptions(model="moonshotai/kimi-k2.5"),
-        base_url=fake.base_url,
-        progress=False,
-        check_usage=False,
-    )
+    config = generate_config(tmp_path, fake, check_usage=False)
     summary = run_generate(config, api_key)
     (row,) = read_rows(tmp_path / "out.jsonl")
     assert "token_counts" not in row and not any(f["code"].endswith("_mismatch") for f in row["flags"])
@@ -158,13 +147,7 @@ def test_a_prompt_that_cannot_be_counted_leaves_only_that_figure_unchecked(
 
     monkeypatch.setattr(rebuild, "make_prompt_counter", failing_counter)
     write_prompts(tmp_path / "prompts.jsonl", [{"id": "a", "messages": [{"role": "user", "content": "hi"}]}])
-    config = GenerateConfig(
-        prompts=tmp_path / "prompts.jsonl",
-        output=tmp_path / "out.jsonl",
-        options=RequestOptions(model="moonshotai/kimi-k2.5"),
-        base_url=fake.base_url,
-        progress=False,
-    )
+    config = generate_config(tmp_path, fake)
     summary = run_generate(config, api_key)
     (row,) = read_rows(tmp_path / "out.jsonl")
     assert summary.ok == 1 and row["status"] == "ok"
