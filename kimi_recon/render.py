@@ -166,7 +166,7 @@ def render_assistant_turn(
     """
     rendered = render_turn_with_flags(turn, profile, thinking, call_index_offset=call_index_offset, stop=stop)
     for flag in rendered.flags:
-        if flag.code == "reasoning_dropped":
+        if flag.code == FlagCode.REASONING_DROPPED:
             warnings.warn(flag.message, ReasoningDroppedWarning, stacklevel=2)
     return rendered.text
 

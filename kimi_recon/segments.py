@@ -54,8 +54,10 @@ def marker(text: str) -> Segment:
 class RenderedTurn:
     """The rendered text, the pieces it was built from, and what rendering noticed.
 
-    ``special_texts`` holds every special-token-shaped text in the turn: the markers rendering wrote
-    and whatever the fields contain, so a one-encode can allow exactly those.
+    ``special_texts`` holds the special-token texts an encode of the turn may meet as special tokens: the
+    markers rendering wrote, and (``one_encode`` formats) every special-token-shaped text the fields
+    contain, so a one-encode can allow exactly those. A ``per_segment`` turn (K3) holds only its markers:
+    there field text is always ordinary text.
     """
 
     segments: tuple[Segment, ...]
