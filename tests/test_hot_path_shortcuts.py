@@ -33,7 +33,7 @@ from kimi_recon.special_tokens import (
     registry_named,
     special_texts_in,
 )
-from kimi_recon.tokenizer import _long_run, _long_runs, may_be_cut, official_chunks
+from kimi_recon.tokenizer import _find_space, _long_run, _long_runs, _may_have_long_run, may_be_cut, official_chunks
 
 K25 = load_tokenizer()
 K3_TOK = load_tokenizer(profile="kimi-k3")
@@ -238,3 +238,21 @@ RUNS = st.lists(st.tuples(st.sampled_from([" ", "\n", "\u3000", "a", "字", "<|i
 @given(RUNS, st.integers(1, 12))
 def test_long_runs_are_the_runs_the_regex_finds(text: str, max_run: int) -> None:
     assert list(_long_runs(text, max_run)) == [(m.start(), m.end()) for m in _long_run(max_run).finditer(text)]
+
+
+#: Runs of pure-ASCII text, with every ASCII character ``str.isspace`` accepts: the ``str.find`` path.
+ASCII_RUNS = st.lists(
+    st.tuples(st.sampled_from([" ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "a", "+", "\x1b"]), st.integers(1, 40)), max_size=12
+).map(lambda parts: "".join(ch * n for ch, n in parts))
+
+
+@given(ASCII_RUNS, st.integers(1, 12))
+def test_long_runs_of_ascii_text_are_the_runs_the_regex_finds(text: str, max_run: int) -> None:
+    assert list(_long_runs(text, max_run)) == [(m.start(), m.end()) for m in _long_run(max_run).finditer(text)]
+    assert _may_have_long_run(text, max_run) or _long_run(max_run).search(text) is None
+
+
+@given(st.one_of(ASCII_RUNS, RUNS), st.integers(0, 60), st.integers(0, 60))
+def test_find_space_is_the_first_whitespace_the_regex_finds(text: str, start: int, end: int) -> None:
+    found = re.compile(r"\s").search(text, start, end)
+    assert _find_space(text, start, end, text.isascii()) == (found.start() if found is not None else -1)
