@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -24,6 +26,21 @@ from .errors import InputFileError, OutputFileError
 STDIO = "-"
 
 PathArg = Union[str, "os.PathLike[str]"]
+
+#: A UTF-16 surrogate code point. A ``str`` can hold one (from a ``"\\ud83d"`` JSON escape: half an emoji
+#: cut by a stream, or a server bug); UTF-8 cannot, so every writer and encoder looks for it.
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: Characters JSON may leave raw inside strings but that many line readers (``str.splitlines``,
+#: JavaScript) treat as line breaks; escaping them keeps one row per line for every reader.
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_LINE_BREAKS_TABLE = str.maketrans(_LINE_BREAKS)
+
+
+def to_json_line(row: object) -> str:
+    """``row`` as one line of JSON (no newline): UTF-8 text kept readable, every possible line break
+    escaped. The one writer of JSON lines for every output."""
+    return json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS_TABLE)
 
 
 def is_stdio(path: PathArg) -> bool:

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._io import atomic_output, is_stdio
+from ._io import SURROGATE, atomic_output, is_stdio
 from .errors import OutputFileError
 
 if TYPE_CHECKING:
     from .dataset import DatasetAudit
-
-#: A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot carry:
-#: written as a JSON escape it reads back as the same string.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 def check_distinct_outputs(outputs: Sequence[tuple[str, str | os.PathLike[str] | None]]) -> None:
     """Refuse, before any work, two reports written to one file (or both to stdout)."""
@@ -46,7 +40,9 @@ def write_reports(
 ) -> None:
     """Write the JSON and/or HTML report, each replacing its file whole (``-`` is stdout)."""
     if json_path is not None:
-        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        # A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot
+        # carry: written as a JSON escape it reads back as the same string.
+        text = SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
         with atomic_output(json_path, "--json") as f:
             f.write(text + "\n")
     if html_path is not None:

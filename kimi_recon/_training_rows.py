@@ -25,6 +25,7 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from ._io import to_json_line
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
 from ._records import (
     RESPONSE_KEYS,
@@ -306,10 +307,6 @@ class WriteSummary:
 
 
 def _json_line(row: Mapping[str, Any]) -> str:
-    from .openrouter.output import (
-        to_json_line,  # one writer of JSON lines for every output
-    )
-
     return to_json_line(row) + "\n"
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ._io import atomic_output, check_input, is_stdio, open_input, refuse_output_is_input
+from ._io import atomic_output, check_input, is_stdio, open_input, refuse_output_is_input, to_json_line
 from .errors import InputFileError, InvalidInputError, KimiReconError
 
 
@@ -59,7 +59,7 @@ def _write_rows(path: str, rows: Iterator[dict[str, Any]], what: str) -> int:
             failed += row.get("error") is not None
             done += 1
             # a lone surrogate (from a "\\ud800" escape in the input) is written as that escape by atomic_output
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.write(to_json_line(row) + "\n")
     print(f"{what} {done - failed} of {done} records; {failed} recorded as errors", file=sys.stderr)
     return 1 if failed else 0
 

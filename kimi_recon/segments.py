@@ -18,11 +18,11 @@ profile (``ChatProfile.encoding``):
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ._io import SURROGATE
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, EncodingStyle
 from .special_tokens import registry_named, special_texts_in
@@ -208,9 +208,6 @@ def _encode_between_markers(
     return _joined(parts) if parts else []
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def surrogate_flag(text: str, field: str | None) -> Flag | None:
     """A ``lone_surrogate`` flag when ``text`` holds UTF-16 surrogate code points, else None.
 
@@ -219,10 +216,10 @@ def surrogate_flag(text: str, field: str | None) -> Flag | None:
     lone one (and the character for a high+low pair), and the ids decode to other text. The model's
     ids there cannot be known from the text.
     """
-    found = _SURROGATE.search(text)
+    found = SURROGATE.search(text)
     if found is None:
         return None
-    n = len(_SURROGATE.findall(text))
+    n = len(SURROGATE.findall(text))
     return Flag(
         FlagCode.LONE_SURROGATE,
         f"holds {n} UTF-16 surrogate code point{'' if n == 1 else 's'} (first {found.group()!r} at character {found.start()}), "

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,6 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .._io import SURROGATE
+from .._io import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
 from ..errors import InvalidInputError, OutputFileError
 from ..flags import Flag, FlagCode, flags_to_json
 from .errors import MIN_SECRET_LENGTH, REDACTED
@@ -46,18 +47,6 @@ except ImportError:  # pragma: no cover - not exercised on Linux
     fcntl = None  # type: ignore[assignment]
 
 
-#: Characters JSON may leave raw inside strings but that many line readers (``str.splitlines``,
-#: JavaScript) treat as line breaks; escaping them keeps one row per line for every reader.
-_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_LINE_BREAKS_TABLE = str.maketrans(_LINE_BREAKS)
-
-
-def to_json_line(row: Any) -> str:
-    """``row`` as one line of JSON: UTF-8 text kept readable, every possible line break escaped."""
-    return json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS_TABLE)
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Row fields holding token ids; a turn whose text held the API key would carry it in these.
 _ID_FIELDS = ("output_ids", "output_source", "prompt_ids", "sample")
@@ -135,7 +124,7 @@ def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, An
     except UnicodeEncodeError:
         pass
     joined = join_surrogate_pairs(line)  # a pair split in two code points is one character: write it as one
-    if _LONE_SURROGATE.search(joined) is None:
+    if SURROGATE.search(joined) is None:
         return row, (joined + "\n").encode("utf-8")
     flagged = _flagged(
         row,

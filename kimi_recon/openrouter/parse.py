@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import responses
+from .._io import SURROGATE
 from ..errors import ServerReportedError
 from ..models import AssistantTurn
 from ..render import model_tool_call_id as model_call_id
@@ -319,9 +320,6 @@ def _merge_choice(acc: _Assembly, ch: object, sample: object) -> None:
         acc.logprobs.extend(logprobs["content"])
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def join_surrogate_pairs(text: str) -> str:
     """``text`` with each high+low surrogate pair made the one character it encodes.
 
@@ -329,7 +327,7 @@ def join_surrogate_pairs(text: str) -> str:
     ``"\\ude00"`` in the next; each chunk's JSON then gives a lone surrogate, and concatenating the
     pieces gives two of them, not the emoji. Lone surrogates with no partner are left as they are.
     """
-    if _SURROGATE.search(text) is None:
+    if SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 

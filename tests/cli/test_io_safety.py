@@ -274,3 +274,21 @@ def test_a_lone_surrogate_in_a_record_is_written_as_its_json_escape_not_a_crash(
     rows = [json.loads(line) for line in data.decode("utf-8").splitlines()]
     assert [r["id"] for r in rows] == ["\ud800", "0"]  # read back as the same string
     assert b'"\\ud800"' in data
+
+
+@pytest.mark.parametrize("command", ["reconstruct", "build-samples"])
+def test_unicode_line_breaks_in_a_record_stay_inside_one_row_for_every_line_reader(tmp_path: Path, command: str) -> None:
+    # U+0085, U+2028 and U+2029 are legal raw inside a JSON string, but str.splitlines (and JavaScript)
+    # break lines at them: every writer escapes them, so a row is one line for any reader.
+    text = "a\x85b\u2028c\u2029d"
+    row = sample_rows()[0]
+    row["id"] = text
+    row["turn"] = {**row["turn"], "content": text}
+    src = write_jsonl(tmp_path / "in.jsonl", [row])
+    out = tmp_path / "out.jsonl"
+    result = cli(command, str(src), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    written = out.read_text(encoding="utf-8")
+    assert not set("\x85\u2028\u2029") & set(written)
+    rows = [json.loads(line) for line in written.splitlines()]
+    assert len(rows) == 1 and text in json.dumps(rows[0], ensure_ascii=False)
