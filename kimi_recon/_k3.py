@@ -363,12 +363,22 @@ def argument_flags(
         else:
             flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, 'arguments are not valid JSON; rendered verbatim as a <|open|>json type="object"<|sep|> block', field))
         return flags
-    if args is None or all(isinstance(v, str) for v in args.values()):
-        return flags  # a string value is written as the string itself: nothing to re-spell
+    if args is None or all(map(_has_one_spelling, args.values())):
+        return flags  # nothing to re-spell
     spelled = _flags_of_a_dumps_spelling(call.arguments, args, written, field)
     if spelled is not None:
         return spelled
     return _flags_member_by_member(call.arguments, args, written, field)
+
+
+_ONE_SPELLING = frozenset({str, bool, type(None)})
+
+
+def _has_one_spelling(value: Any) -> bool:
+    """True for a parsed argument value the renderer writes as the API's JSON spelled it: a string (written as
+    the string itself), ``true``/``false``/``null`` and a nonzero integer, which JSON spells one way each (zero
+    may come as ``-0``, written ``0``). ``json.loads`` gives exactly these types."""
+    return type(value) in _ONE_SPELLING or (type(value) is int and value != 0)
 
 
 #: The spellings ``json.dumps`` gives an object, which servers send: default or compact separators, with
@@ -421,8 +431,8 @@ def _flags_member_by_member(text: str, args: Mapping[str, Any], written: Mapping
     if members is None:
         return flags
     for key, raw in members:
-        if key not in args or isinstance(args[key], str):
-            continue
+        if key not in args or _has_one_spelling(args[key]):
+            continue  # (a member whose key comes again later is read with the value the renderer keeps)
         rendered = written[key] if written is not None else xtml_value(args[key])
         if raw == rendered:
             continue

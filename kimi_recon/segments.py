@@ -122,16 +122,14 @@ def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer
     short = tokenizer.encoding.encode_ordinary  # a text no official chunk cut can fall in: one call less
     template = tokenizer.encode_template_text
     cached = tokenizer.template_text_ids.get  # its cache, read here: a K3 tool call holds dozens of these pieces
-    lengths = [len(text) if field is not None else -1 for text, field, _special in segments]
-    longest = lengths.index(max(lengths)) if lengths else -1
-    for i, (text, field, special) in enumerate(segments):
+    for text, field, special in segments:
         if special:
             ids.append(ids_of_markers[text])
         elif field is None:
             ids += cached(text) or template(text)
         elif text:
             got = short(text) if len(text) <= MAX_RUN_CHARS else ordinary(text)
-            if i == longest:  # see _joined: the longest text's ids are the list the others join
+            if len(got) > len(ids):  # see _joined: the shorter list's ids are the ones copied
                 got[:0] = ids
                 ids = got
             else:
@@ -140,17 +138,16 @@ def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer
 
 
 def _joined(parts: list[list[int]]) -> list[int]:
-    """The ids of ``parts`` (lists the caller owns) in order, built on the longest: adding a list's ids to
-    another writes each id's reference count, and a turn's ids are fresh objects scattered in memory, so
-    joining the others to the longest (whose references move as one block) costs less than copying all."""
-    if len(parts) == 1:
-        return parts[0]
-    k = max(range(len(parts)), key=lambda i: len(parts[i]))
-    ids = parts[k]
-    if k:
-        ids[:0] = [tid for part in parts[:k] for tid in part]
-    for part in parts[k + 1 :]:
-        ids += part
+    """The ids of ``parts`` (lists the caller owns) in order, each added to the longer side: adding a list's
+    ids to another writes each id's reference count, and a turn's ids are fresh objects scattered in memory,
+    so the shorter side's ids are the ones copied (the longer list's references move as one block)."""
+    ids = parts[0]
+    for part in parts[1:]:
+        if len(part) > len(ids):
+            part[:0] = ids
+            ids = part
+        else:
+            ids += part
     return ids
 
 

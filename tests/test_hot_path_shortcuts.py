@@ -256,3 +256,32 @@ def test_long_runs_of_ascii_text_are_the_runs_the_regex_finds(text: str, max_run
 def test_find_space_is_the_first_whitespace_the_regex_finds(text: str, start: int, end: int) -> None:
     found = re.compile(r"\s").search(text, start, end)
     assert _find_space(text, start, end, text.isascii()) == (found.start() if found is not None else -1)
+
+
+#: Zero as a provider may spell it: ``-0`` (json.loads reads 0, the renderer writes ``0``).
+MINUS_ZERO = object()
+SCALAR_MEMBERS = st.lists(
+    st.tuples(HOSTILE, st.one_of(st.integers(-(10**20), 10**20), st.booleans(), st.none(), HOSTILE, st.just(MINUS_ZERO))),
+    max_size=5,
+    unique_by=lambda member: member[0],
+)
+
+
+@given(SCALAR_MEMBERS, st.sampled_from([", ", ",", " , "]))
+def test_argument_flags_of_scalar_values_flag_exactly_the_respelled_numbers(members: list[tuple[str, Any]], separator: str) -> None:
+    # Strings, booleans, null and nonzero integers have one JSON spelling each (argument_flags stops early
+    # when every value is one of them); zero spelled -0 is written 0, and only that is flagged.
+    raw = {k: "-0" if v is MINUS_ZERO else json.dumps(v) for k, v in members}
+    text = "{" + separator.join(f"{json.dumps(k)}: {raw[k]}" for k, _ in members) + "}"
+    args = json.loads(text)
+    respelled = [k for k, v in members if not isinstance(v, str) and raw[k] != k3.xtml_value(args[k])]
+    assert respelled == [k for k, v in members if v is MINUS_ZERO]
+    flags = k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", k3.parse_arguments(text))
+    assert [f.code for f in flags] == ["argument_number_respelled"] * len(respelled)
+    assert all(repr(k) in f.message for k, f in zip(respelled, flags))
+
+
+def test_an_integer_spelled_minus_zero_is_flagged_as_respelled() -> None:
+    text = '{"n": -0, "s": "2024-05-01"}'
+    flags = k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", k3.parse_arguments(text))
+    assert [f.code for f in flags] == ["argument_number_respelled"]
