@@ -13,6 +13,7 @@ from .errors import OutputFileError
 if TYPE_CHECKING:
     from .dataset import DatasetAudit
 
+
 def check_distinct_outputs(outputs: Sequence[tuple[str, str | os.PathLike[str] | None]]) -> None:
     """Refuse, before any work, two reports written to one file (or both to stdout)."""
     seen: dict[str, str] = {}

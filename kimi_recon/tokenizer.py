@@ -115,12 +115,20 @@ _ASCII_SPACES = tuple(c for c in map(chr, range(128)) if c.isspace())
 def _find_space(text: str, start: int, end: int, ascii_text: bool) -> int:
     """The index of the first whitespace character of ``text[start:end]``, or -1; ``ascii_text`` is
     ``text.isascii()``. A regex visits every character of a block without whitespace (a base64 blob in a
-    tool argument is 50k of them), and ``str.find`` skips through it many times faster."""
+    tool argument is 50k of them), and ``str.find`` skips through it many times faster; it looks window by
+    window, so the rarer spaces are not searched for to the end of a long text."""
     if not ascii_text:
         found = _SPACE.search(text, start, end)
         return found.start() if found is not None else -1
-    hits = [i for i in (text.find(c, start, end) for c in _ASCII_SPACES) if i >= 0]
-    return min(hits) if hits else -1
+    for lo in range(start, end, _FIND_WINDOW):
+        hi = min(lo + _FIND_WINDOW, end)
+        hits = [i for i in (text.find(c, lo, hi) for c in _ASCII_SPACES) if i >= 0]
+        if hits:
+            return min(hits)
+    return -1
+
+
+_FIND_WINDOW = 16384
 
 
 def official_chunks(text: str, max_chars: int = MAX_ENCODE_CHARS, max_run: int = MAX_RUN_CHARS) -> Iterator[str]:

@@ -47,7 +47,6 @@ except ImportError:  # pragma: no cover - not exercised on Linux
     fcntl = None  # type: ignore[assignment]
 
 
-
 #: Row fields holding token ids; a turn whose text held the API key would carry it in these.
 _ID_FIELDS = ("output_ids", "output_source", "prompt_ids", "sample")
 
