@@ -423,7 +423,7 @@ def bench_profile(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequenc
 
 def bench_k3(cfg: Config, rep: Report, records: Sequence[Record]) -> None:
     rep.section("Kimi-K3 and the per-profile encoders against raw tiktoken (process CPU time)")
-    result = k3_bench.measure(records, cfg.rounds, cfg.seed + 7)
+    result = k3_bench.measure(records, k3_bench.rounds_for(cfg.quick, cfg.rounds), cfg.seed + 7)
     for text in k3_bench.lines(result):
         rep.line(text)
     rep.target("K3 reconstruct_output_ids vs raw tiktoken", result["k3_ratio"], f">= {k3_bench.TARGET_K3_RAW_RATIO}x", result["k3_ratio"] >= k3_bench.TARGET_K3_RAW_RATIO, "x")
@@ -611,7 +611,7 @@ def bench_generate(cfg: Config, rep: Report) -> None:
         return
     from benchmarks import generate_bench
 
-    result = generate_bench.measure(40 if cfg.quick else 300, generate_bench.rounds_for(cfg.quick, cfg.rounds), cfg.seed)
+    result = generate_bench.measure(generate_bench.prompts_for(cfg.quick), generate_bench.rounds_for(cfg.quick, cfg.rounds), cfg.seed)
     rows_s, cpu = result["rows_per_s"], result["cpu_ms_per_row"]
     rep.table(
         ["setting", "rows/s", "CPU ms per row (this process)"],
