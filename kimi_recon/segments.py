@@ -128,26 +128,26 @@ def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer
         elif field is None:
             ids += cached(text) or template(text)
         elif text:
-            got = short(text) if len(text) <= MAX_RUN_CHARS else ordinary(text)
-            if len(got) > len(ids):  # see _joined: the shorter list's ids are the ones copied
-                got[:0] = ids
-                ids = got
-            else:
-                ids += got
+            ids = _followed_by(ids, short(text) if len(text) <= MAX_RUN_CHARS else ordinary(text))
+    return ids
+
+
+def _followed_by(ids: list[int], more: list[int]) -> list[int]:
+    """``ids + more`` in whichever of the two lists (both the caller's) is longer: adding a list's ids to
+    another writes each id's reference count, and a turn's ids are fresh objects scattered in memory, so the
+    shorter side's ids are the ones copied (the longer list's references move as one block)."""
+    if len(more) > len(ids):
+        more[:0] = ids
+        return more
+    ids += more
     return ids
 
 
 def _joined(parts: list[list[int]]) -> list[int]:
-    """The ids of ``parts`` (lists the caller owns) in order, each added to the longer side: adding a list's
-    ids to another writes each id's reference count, and a turn's ids are fresh objects scattered in memory,
-    so the shorter side's ids are the ones copied (the longer list's references move as one block)."""
+    """The ids of ``parts`` (lists the caller owns) in order (see :func:`_followed_by`)."""
     ids = parts[0]
     for part in parts[1:]:
-        if len(part) > len(ids):
-            part[:0] = ids
-            ids = part
-        else:
-            ids += part
+        ids = _followed_by(ids, part)
     return ids
 
 
