@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,17 +90,6 @@ def measure(rows: Iterable[Mapping[str, Any]], *, usage: bool = True, rebuild: R
     return [measure_row(r, usage=usage, rebuild=rebuild) for r in rows]
 
 
-@dataclass
-class Tally:
-    counts: collections.Counter[str] = field(default_factory=collections.Counter)
-
-    def add(self, outcome: str) -> None:
-        self.counts[outcome] += 1
-
-    def row(self) -> list[int]:
-        return [self.counts[o] for o in OUTCOMES]
-
-
 def tally(outcomes: Iterable[RowOutcome], key: Callable[[RowOutcome], Any]) -> dict[Any, collections.Counter[str]]:
     table: dict[Any, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for o in outcomes:
@@ -132,10 +121,51 @@ def silent_wrong(outcomes: Iterable[RowOutcome]) -> Iterator[RowOutcome]:
     return (o for o in outcomes if o.outcome == "silent_wrong")
 
 
-if __name__ == "__main__":
+def markdown_table(outcomes: Sequence[RowOutcome], key: Callable[[RowOutcome], Any], header: Sequence[str]) -> str:
+    """The same figures as a Markdown table (docs/servers.md is written from these)."""
+    table = tally(outcomes, key)
+    names = ["exact", "flagged", "refused", "silent wrong", "server error", "rows"]
+    lines = ["| " + " | ".join([*header, *names]) + " |", "|" + "---|" * (len(header) + len(names))]
+    for k in sorted(table, key=str):
+        c = table[k]
+        cells = list(k) if isinstance(k, tuple) else [k]
+        lines.append("| " + " | ".join([*map(str, cells), *(str(c[o]) for o in OUTCOMES), str(sum(c.values()))]) + " |")
+    return "\n".join(lines)
+
+
+def pivot_markdown(outcomes: Sequence[RowOutcome], row_key: Callable[[RowOutcome], str], first: str) -> str:
+    """Rows by ``row_key``, one column per server, each cell ``exact / flagged / refused / silent wrong``."""
+    servers = sorted({o.server for o in outcomes})
+    table: dict[str, dict[str, collections.Counter[str]]] = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
+    for o in outcomes:
+        table[row_key(o)][o.server][o.outcome] += 1
+    lines = ["| " + " | ".join([first, *servers]) + " |", "|" + "---|" * (len(servers) + 1)]
+    for k in sorted(table):
+        cells = []
+        for server in servers:
+            c = table[k][server]
+            cells.append(" / ".join(str(c[o]) for o in OUTCOMES[:4]) + (f" (+{c['server_error']} err)" if c["server_error"] else "") if c else "–")
+        lines.append("| " + " | ".join([k, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> None:
     rows = load_rows()
     for use_usage in (False, True):
         out = measure(rows, usage=use_usage)
-        print(format_table(out, title=f"== usage check {'on' if use_usage else 'off'} =="))
-        print(format_table(out, key=lambda o: o.server, title=""))
-        print()
+        title = f"usage check {'on' if use_usage else 'off'}"
+        if "--markdown" in argv:
+            print(f"### {title}: per server\n\n" + markdown_table(out, lambda o: o.server, ["server"]) + "\n")
+            print(f"### {title}: per turn shape (exact / flagged / refused / silent wrong)\n\n" + pivot_markdown(out, lambda o: o.shape, "turn shape") + "\n")
+            if use_usage:
+                print(f"### {title}: per raw output kind\n\n" + pivot_markdown(out, lambda o: o.loss, "raw output") + "\n")
+        else:
+            print(format_table(out, title=f"== {title} =="))
+            print(format_table(out, key=lambda o: o.server))
+            print()
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
