@@ -35,6 +35,9 @@ ROW_KEYS = {
 # lands, never raise them.
 SILENT_WRONG_WITH_USAGE = 104
 SILENT_WRONG_MESSAGE_ONLY = 315
+# The same for the streaming rows (tests/data/servers/stream/: vllm 0.33.0's parse_delta, client-accumulated).
+STREAM_SILENT_WRONG_WITH_USAGE = 42
+STREAM_SILENT_WRONG_MESSAGE_ONLY = 167
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +60,23 @@ def test_goldens_load_with_every_field_for_every_build(rows: list[dict[str, Any]
     assert set(per_build) == {"vllm==0.15.1", "vllm==0.33.0", "sglang==0.5.23"}
 
 
+@pytest.fixture(scope="module")
+def stream_rows() -> list[dict[str, Any]]:
+    return load_rows(SERVERS_DIR / "stream")
+
+
+def test_stream_goldens_load_and_cover_the_same_cases(stream_rows: list[dict[str, Any]], rows: list[dict[str, Any]], manifest: dict[str, Any]) -> None:
+    assert Counter(r["server"] for r in stream_rows) == {b: info["rows"] for b, info in manifest["stream_builds"].items()}
+    for row in stream_rows:
+        assert set(row) == ROW_KEYS, row["case_id"]
+    plain = {(r["server"], r["case_id"]): r for r in rows}
+    for row in stream_rows:
+        twin = plain[(row["server"], row["case_id"])]
+        assert row["output_ids"] == twin["output_ids"] and row["raw_text"] == twin["raw_text"], row["case_id"]
+
+
 def test_manifest_hashes_are_the_committed_files(manifest: dict[str, Any]) -> None:
-    on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in SERVERS_DIR.glob("*.jsonl")}
+    on_disk = {p.relative_to(SERVERS_DIR).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in SERVERS_DIR.rglob("*.jsonl")}
     assert on_disk == manifest["files"]
     assert manifest["command"] == "python scripts/server_conformance.py"
     for info in manifest["builds"].values():
@@ -173,3 +191,11 @@ def test_silent_wrong_does_not_grow_past_the_ratchet(rows: list[dict[str, Any]])
     silent = [o for o in with_usage if o.outcome == "silent_wrong"]
     assert len(silent) <= SILENT_WRONG_WITH_USAGE, "\n".join(f"{o.case_id} [{o.server}]" for o in silent[:40])
     assert sum(o.outcome == "silent_wrong" for o in message_only) <= SILENT_WRONG_MESSAGE_ONLY
+
+
+def test_streamed_silent_wrong_does_not_grow_past_the_ratchet(stream_rows: list[dict[str, Any]]) -> None:
+    with_usage = measure(stream_rows, usage=True)
+    print()
+    print(format_table(with_usage, title="streamed (parse_delta per token, client accumulation), with usage"))
+    assert sum(o.outcome == "silent_wrong" for o in with_usage) <= STREAM_SILENT_WRONG_WITH_USAGE
+    assert sum(o.outcome == "silent_wrong" for o in measure(stream_rows, usage=False)) <= STREAM_SILENT_WRONG_MESSAGE_ONLY
