@@ -39,6 +39,10 @@ BUILDS: dict[str, tuple[str, str, str]] = {
 #: builds whose streaming path is driven too (the parser's own per-delta entry point, ``parse_delta``),
 #: written to tests/data/servers/stream/
 STREAM_BUILDS = ("vllm==0.33.0",)
+#: builds also run with vLLM's own slow incremental detokenizer at its default (spaces between added
+#: tokens), written to tests/data/servers/spaced/; generated outputs only (the official turns would add
+#: 2 MB and nothing new)
+SPACED_BUILDS = ("vllm==0.15.1", "vllm==0.33.0")
 #: what the parsers import that a server venv would have (pure Python here; torch never)
 HARNESS_DEPS = ["pydantic", "regex", "partial-json-parser", "openai", "msgspec", "packaging", "numpy", "tiktoken", "jinja2", "tqdm"]
 COMMAND = "python scripts/server_conformance.py"
@@ -141,7 +145,8 @@ def generate(cache: Path, out: Path, builds: list[str]) -> dict[str, Any]:
     manifest: dict[str, Any] = {"command": COMMAND, "check": COMMAND + " --check", "builds": {}, "files": {}}
     if (out / "MANIFEST.json").exists():  # a run of some builds keeps the others' entries
         old = json.loads((out / "MANIFEST.json").read_text(encoding="utf-8"))
-        manifest["builds"], manifest["stream_builds"] = old.get("builds", {}), old.get("stream_builds", {})
+        for key in ("builds", "stream_builds", "spaced_builds"):
+            manifest[key] = old.get(key, {})
     env = dict(os.environ, PYTHONHASHSEED="0", VLLM_LOGGING_LEVEL="ERROR", SGLANG_LOGGING_LEVEL="ERROR")
     for build in builds:
         wheel = fetch_wheel(cache, build)
@@ -160,6 +165,13 @@ def generate(cache: Path, out: Path, builds: list[str]) -> dict[str, Any]:
             (out / "stream").mkdir(exist_ok=True)
             rows = _write_rows(out / "stream" / name, build, cases, proc.stdout)
             manifest.setdefault("stream_builds", {})[build] = {"rows": len(rows), "file": f"stream/{name}"}
+        if build in SPACED_BUILDS:
+            generated = "".join(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n" for c in cases.values() if c["source"] != "official")
+            proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1], "--spaced"], input=generated.encode("utf-8"),
+                                  capture_output=True, env=env, check=True)  # fmt: skip
+            (out / "spaced").mkdir(exist_ok=True)
+            rows = _write_rows(out / "spaced" / name, build, cases, proc.stdout)
+            manifest.setdefault("spaced_builds", {})[build] = {"rows": len(rows), "file": f"spaced/{name}"}
     for path in sorted(out.rglob("*.jsonl")):
         manifest["files"][path.relative_to(out).as_posix()] = sha256(path)
     manifest["harness_venv"] = freeze(python)

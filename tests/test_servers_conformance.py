@@ -38,6 +38,10 @@ SILENT_WRONG_MESSAGE_ONLY = 315
 # The same for the streaming rows (tests/data/servers/stream/: vllm 0.33.0's parse_delta, client-accumulated).
 STREAM_SILENT_WRONG_WITH_USAGE = 42
 STREAM_SILENT_WRONG_MESSAGE_ONLY = 167
+# And for the rows through vLLM's own slow detokenizer at its default (tests/data/servers/spaced/: a space
+# between every added token and its neighbours).
+SPACED_SILENT_WRONG_WITH_USAGE = 120
+SPACED_SILENT_WRONG_MESSAGE_ONLY = 207
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +77,15 @@ def test_stream_goldens_load_and_cover_the_same_cases(stream_rows: list[dict[str
     for row in stream_rows:
         twin = plain[(row["server"], row["case_id"])]
         assert row["output_ids"] == twin["output_ids"] and row["raw_text"] == twin["raw_text"], row["case_id"]
+
+
+def test_spaced_goldens_load_and_are_the_generated_cases_of_the_vllm_builds(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> None:
+    spaced = load_rows(SERVERS_DIR / "spaced")
+    assert Counter(r["server"] for r in spaced) == {b: info["rows"] for b, info in manifest["spaced_builds"].items()}
+    plain = {(r["server"], r["case_id"]): r for r in rows}
+    for row in spaced:
+        assert set(row) == ROW_KEYS and row["source"] != "official", row["case_id"]
+        assert row["output_ids"] == plain[(row["server"], row["case_id"])]["output_ids"], row["case_id"]
 
 
 def test_manifest_hashes_are_the_committed_files(manifest: dict[str, Any]) -> None:
@@ -199,3 +212,12 @@ def test_streamed_silent_wrong_does_not_grow_past_the_ratchet(stream_rows: list[
     print(format_table(with_usage, title="streamed (parse_delta per token, client accumulation), with usage"))
     assert sum(o.outcome == "silent_wrong" for o in with_usage) <= STREAM_SILENT_WRONG_WITH_USAGE
     assert sum(o.outcome == "silent_wrong" for o in measure(stream_rows, usage=False)) <= STREAM_SILENT_WRONG_MESSAGE_ONLY
+
+
+def test_spaced_detokenizer_silent_wrong_does_not_grow_past_the_ratchet() -> None:
+    spaced = load_rows(SERVERS_DIR / "spaced")
+    with_usage = measure(spaced, usage=True)
+    print()
+    print(format_table(with_usage, key=lambda o: o.server, title="vLLM slow detokenizer, spaces between added tokens, with usage"))
+    assert sum(o.outcome == "silent_wrong" for o in with_usage) <= SPACED_SILENT_WRONG_WITH_USAGE
+    assert sum(o.outcome == "silent_wrong" for o in measure(spaced, usage=False)) <= SPACED_SILENT_WRONG_MESSAGE_ONLY

@@ -24,6 +24,9 @@ import stubs  # noqa: E402
 
 SOURCE_ROOT, VERSION = sys.argv[1], sys.argv[2]
 STREAM = "--stream" in sys.argv[3:]
+#: vLLM's own slow incremental detokenizer with ``spaces_between_special_tokens`` on (its default): the
+#: text a deployment of Kimi's slow (tiktoken) tokenizer gives the parsers unless the request turns it off
+SPACED = "--spaced" in sys.argv[3:]
 stubs.install(SOURCE_ROOT, "vllm", forced=["torch", "vllm.utils.torch_version", "vllm.utils.torch_utils", "vllm.env_override", "vllm.compilation"])
 
 from detok import server_text  # noqa: E402
@@ -144,6 +147,20 @@ def _request(case: dict[str, Any]) -> Any:
     return ChatCompletionRequest(**body)
 
 
+def vllm_detokenize(tok: KimiHFTokenizerShim, case: dict[str, Any], *, skip_special_tokens: bool, spaces_between_special_tokens: bool) -> str:
+    """The output text by vLLM's ``SlowIncrementalDetokenizer``, one token at a time as the engine feeds it."""
+    from vllm.v1.engine.detokenizer import SlowIncrementalDetokenizer
+
+    params = _Record(skip_special_tokens=skip_special_tokens, spaces_between_special_tokens=spaces_between_special_tokens,
+                     stop=[], min_tokens=0, include_stop_str_in_output=False)  # fmt: skip
+    request = _Record(sampling_params=params, prompt_token_ids=list(case["prompt_ids"]), prompt_embeds=None, request_id="harness")
+    detok = SlowIncrementalDetokenizer(tok, request)
+    ids = list(case["output_ids"])
+    for n, token_id in enumerate(ids):
+        detok.update([token_id], stop_terminated=case["finished"] and n == len(ids) - 1)
+    return str(detok.get_next_output_text(finished=True, delta=False))
+
+
 def respond(case: dict[str, Any]) -> dict[str, Any]:
     profile = case["profile"]
     tok = _tokenizer(profile)
@@ -157,7 +174,12 @@ def respond(case: dict[str, Any]) -> dict[str, Any]:
         request = parser.adjust_request(request=request)
     elif request.tools and request.tool_choice != "none":
         request = srv.tool_parser(tok).adjust_request(request=request)
-    text = server_text(tok, case["output_ids"], case["finished"], skip_special_tokens=bool(request.skip_special_tokens))
+    skip = bool(request.skip_special_tokens)
+    if SPACED:
+        spaces = bool(getattr(request, "spaces_between_special_tokens", True))
+        text = vllm_detokenize(tok, case, skip_special_tokens=skip, spaces_between_special_tokens=spaces)
+    else:
+        text = server_text(tok, case["output_ids"], case["finished"], skip_special_tokens=skip)
     output = _Record(
         index=0,
         text=text,
