@@ -283,6 +283,7 @@ def respond_stream(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    stubs.assert_no_real_torch()
     for line in sys.stdin:
         case = json.loads(line)
         if not supports(case["profile"]):
