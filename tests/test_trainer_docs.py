@@ -163,6 +163,17 @@ def test_an_empty_cut_turn_with_thinking_on_trains_on_the_think_end_alone(tmp_pa
         specforge_prompts(path, "dflash")  # the DFlash family skips it without a word
 
 
+def test_an_empty_finished_turn_with_thinking_off_trains_on_im_end_alone_which_dflash_skips(
+    tmp_path: Path, tok: KimiTokenizer
+) -> None:
+    got = training_row({**CUT, "finish_reason": "stop", "thinking": False})
+    assert got["input_ids"][got["prompt_len"]:] == [tok.special_tokens["<|im_end|>"]] and got["flags"] == ""
+    path = write_jsonl(tmp_path / "empty.jsonl", [got])
+    assert specforge_prompts(path)
+    with pytest.raises(Rejected, match="fewer than 2"):
+        specforge_prompts(path, "dflash")
+
+
 # -- rows longer than max_length --------------------------------------------------------------------------
 
 
