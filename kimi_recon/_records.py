@@ -17,7 +17,9 @@ from ._io import open_input
 from .compare import Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError, InvalidRecordError
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
+from ._profile_check import ids_mismatch
 from .models import AssistantTurn
+from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
 from .record_options import arrow_tools, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
@@ -86,6 +88,8 @@ class RecordResult:
     error: RecordError | None = None
     token_counts: TokenCounts | None = None
     provider: str | None = None
+    #: the profile the ids were rebuilt with (None when the record could not be read)
+    profile: str | None = None
 
     @property
     def kind(self) -> str:
@@ -124,6 +128,7 @@ class RecordResult:
             "error": self.error.to_dict() if self.error is not None else None,
             "provider": self.provider,
             "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
+            "profile": self.profile,
         }
 
     def to_row(self, prefix: str = "audit_") -> dict[str, Any]:
@@ -205,7 +210,7 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     """
     field, response = response_of(rec)
     offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
-    return responses.turn_from_response(
+    turn = responses.turn_from_response(
         response,
         call_index_offset=offset,
         field=field,
@@ -213,6 +218,10 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
         logprobs=rec.get("logprobs"),
         lenient=True,
     )
+    model = rec.get("model")
+    if "model" not in turn.metadata and isinstance(model, str):  # a generate row names the model beside the response
+        turn = dataclasses.replace(turn, metadata={**turn.metadata, "model": model})
+    return turn
 
 
 @functools.lru_cache(maxsize=8)
@@ -231,9 +240,10 @@ def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
 _RECONSTRUCT_OPTIONS = ("profile", "thinking", "call_index_offset")
 
 
-def _options(record: Mapping[str, Any], profile: str, thinking: bool) -> tuple[str, bool, int]:
-    """The record's profile, thinking and call_index_offset, read by :func:`kimi_recon.record_options.parse_options`."""
-    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS)
+def _options(record: Mapping[str, Any], profile: str | None, thinking: bool, model: object = None) -> tuple[str, bool, int]:
+    """The record's profile (no profile anywhere: the ``model`` id's), thinking and call_index_offset, read by
+    :func:`kimi_recon.record_options.parse_options`."""
+    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
     return options.profile.name, options.thinking, options.call_index_offset or 0
 
 
@@ -254,7 +264,7 @@ def reconstruct_record(
     record: Mapping[str, Any] | str | bytes,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
 ) -> Reconstruction:
@@ -262,7 +272,8 @@ def reconstruct_record(
 
     The response is looked for under :data:`RESPONSE_KEYS`; a record with none of them is taken to be
     the response itself (a chat completion, a choice or an assistant message). The record's own
-    ``profile``, ``thinking`` and ``call_index_offset`` win over the arguments. Raises
+    ``profile``, ``thinking`` and ``call_index_offset`` win over the arguments; with no profile at all, the
+    response's (or the record's) ``model`` id decides, ``kimi-k2.5`` when it names none. Raises
     :class:`InvalidInputError` naming the field and the record's ``id``.
     """
     rec = _as_record(record, None)
@@ -283,16 +294,16 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
 
 
 def _reconstruct(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool
 ) -> tuple[AssistantTurn, Reconstruction]:
     """The record's turn and its reconstruction, without the usage check (which may render the prompt)."""
     turn = turn_of_record(rec)
-    prof, think, offset = _options(rec, profile, thinking)
+    prof, think, offset = _options(rec, profile, thinking, turn.metadata.get("model"))
     return turn, reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
 
 
 def _reconstruct_checked(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool
 ) -> tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]:
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
     turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs)
@@ -346,7 +357,7 @@ def audit_record(
     record: Mapping[str, Any] | str | bytes,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     index: int = 0,
@@ -370,19 +381,22 @@ def audit_record(
             raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
         reference = check_ids(ref_found[1], tok, ref_found[0])
         recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
+        wrong_format = ids_mismatch(get_profile(recon.profile), reference, ref_found[0])
+        if wrong_format is not None:
+            flags = (wrong_format, *flags)
         # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
         comparison = compare_checked_ids(reference, recon.ids, tokenizer_for_profile(tok, recon.profile))
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         error = record_error(index, line, rid, err)
         return RecordResult(index, error.line, rid, error=error)
-    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider)
+    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider, profile=recon.profile)
 
 
 def audit_row(
     record: Mapping[str, Any],
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     prefix: str = "audit_",
@@ -400,7 +414,7 @@ def audit_batch(
     batch: Mapping[str, Sequence[Any]],
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     prefix: str = "audit_",

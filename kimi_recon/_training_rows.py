@@ -86,7 +86,7 @@ def training_row(
     record: Mapping[str, Any],
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
 ) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def sample_result(
     record: object,
     tok: KimiTokenizer,
     *,
-    profile: str,
+    profile: str | None,
     thinking: bool,
     template: str | None = None,
     index: int = 0,
@@ -167,7 +167,7 @@ def build_samples(
     records: RecordsArg,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
     workers: int | None = 1,
@@ -179,7 +179,8 @@ def build_samples(
     ``workers`` > 1 (None or 0: all cores) spreads chunks of ``chunk_size`` records over a process pool
     with the tokenizer loaded once per worker; the results are the same as with one worker.
     """
-    get_profile(profile)
+    if profile is not None:
+        get_profile(profile)
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, True)
@@ -242,7 +243,7 @@ def sample_batch(
     batch: Mapping[str, Any],
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
 ) -> dict[str, list[Any]]:

@@ -60,6 +60,8 @@ class FlagCode(str, enum.Enum):
     LONE_SURROGATE = "lone_surrogate"
     LOGPROBS_USED = "logprobs_used"
     LOGPROBS_FALLBACK = "logprobs_fallback"
+    # the profile against the data (kimi_recon._profile_check)
+    PROFILE_MISMATCH = "profile_mismatch"  # severity: loss
     # reading a record's options (kimi_recon.record_options)
     TOOLS_NULL_FIELDS_REMOVED = "tools_null_fields_removed"
     # the usage check (kimi_recon.usage_check)

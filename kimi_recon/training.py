@@ -101,7 +101,7 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
 def render_prompt(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | str | None = None,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
     *,
@@ -144,7 +144,7 @@ def _render_prompt(
         source = tok.chat_template
         if source is None:
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
-    kwargs: dict[str, Any] = dict(options.template_kwargs)
+    kwargs: dict[str, Any] = {**dict(prof.template_defaults), **options.template_kwargs}
     tools = deep_sorted(list(options.tools)) if options.tools else None
     if tools and "tools_ts_str" in prof.template_reads:
         kwargs["tools_ts_str"] = render_tools_declaration(tools)
@@ -186,7 +186,7 @@ def prompt_segments(
 def encode_prompt(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | str | None = None,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
     *,
@@ -224,7 +224,7 @@ def build_training_sample(
     messages: Sequence[Mapping[str, Any]],
     turn: AssistantTurn | Mapping[str, Any] | Any,
     tools: Sequence[Mapping[str, Any]] | str | None = None,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
     *,
@@ -242,9 +242,12 @@ def build_training_sample(
     ``template_kwargs`` as there). Tool calls of ``turn`` without an id are numbered after the tool
     calls already in ``messages``, or after ``call_index_offset`` when given. ``thinking_effort`` and
     ``tool_choice`` are ``kimi-k3`` prompt options (effort ``max`` by default when thinking is on);
-    ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`).
+    ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`). ``profile`` None: the
+    turn's ``model`` id decides, ``kimi-k2.5`` when it names none.
     """
+    turn = as_turn(turn)
     options = parse_options(
+        model=turn.metadata.get("model"),
         profile=profile,
         thinking=thinking,
         tools=tools,
@@ -253,7 +256,7 @@ def build_training_sample(
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _build(messages, as_turn(turn), options, tokenizer_for_profile(tokenizer, options.profile), template, stop)
+    return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), template, stop)
 
 
 def _build(
@@ -281,7 +284,7 @@ def sample_from_record(
     record: Mapping[str, Any],
     tokenizer: KimiTokenizer | None = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
 ) -> TrainingSample:
@@ -300,8 +303,8 @@ def sample_from_record(
         messages = record.get("messages")
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
-        options = parse_options(record, profile=profile, thinking=thinking)
         turn = turn_of_record(record)
+        options = parse_options(record, profile=profile, thinking=thinking, model=turn.metadata.get("model"))
         tok = tokenizer_for_profile(tokenizer, options.profile)
         sample = _build(messages, turn, options, tok, template)
     except InvalidInputError as err:
