@@ -15,7 +15,8 @@ import pytest
 import kimi_recon
 from kimi_recon.dataset import audit_dataset, audit_record, reconstruct_record, reconstruct_records
 from kimi_recon.flags import FlagCode
-from kimi_recon.profiles import get_profile, profile_for_model, profile_or_model
+from kimi_recon import profiles
+from kimi_recon.profiles import get_profile, profile_for_model
 from testdata import GOLDEN, OFFICIAL, read_jsonl
 
 K3_TURNS = read_jsonl(GOLDEN / "official-k3-dev" / "turns.jsonl")
@@ -110,11 +111,11 @@ def test_the_cli_audit_with_no_profile_rebuilds_k3_records_as_k3(tmp_path: Path,
 )
 def test_model_ids_name_their_profile(model: str, profile: str) -> None:
     assert profile_for_model(model) == profile
-    assert profile_or_model(None, model).name == profile
+    assert profiles.profile_or_model(None, model).name == profile
 
 
 def test_nothing_naming_a_profile_means_kimi_k25() -> None:
-    assert profile_or_model(None, None).name == "kimi-k2.5"
+    assert profiles.profile_or_model(None, None).name == "kimi-k2.5"
     assert kimi_recon.reconstruct_output_ids(kimi_recon.AssistantTurn(content="hi")).profile == "kimi-k2.5"
 
 
