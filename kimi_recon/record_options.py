@@ -256,7 +256,17 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
         )
     if not tools:
         return None, ()
+    tools, wrapped = _wrapped_tools(tools)
     flags: tuple[Flag, ...] = ()
+    if wrapped:
+        flags += (
+            Flag(
+                FlagCode.TOOLS_WRAPPED,
+                f"{', '.join(wrapped[:3])}{' …' if len(wrapped) > 3 else ''} had no {{\"type\": \"function\", \"function\": …}} "
+                "wrapper; read as wrapped, the only shape a chat-completions server accepts",
+                "tools",
+            ),
+        )
     if filled:
         flags = (
             Flag(
@@ -266,6 +276,37 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
             ),
         )
     return tuple(tools), flags
+
+
+#: The keys of an OpenAI function definition: a tool with a ``name`` and only these (and ``type: function``) is
+#: one without its ``{"type": "function", "function": …}`` wrapper.
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+
+
+def _wrapped_tools(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``tools`` with every bare function definition (``{"name", "parameters", …}``, also the Responses API's
+    flat ``{"type": "function", "name", …}``) wrapped, and the fields of those that were.
+
+    The official K2.5 code declares a tool it does not recognise as JSON instead of TypeScript, so a bare
+    definition rendered as it is would give a prompt no server produced: a chat-completions server refuses
+    tools without the wrapper. A tool that is neither shape nor wrapped is refused, naming it."""
+    out: list[dict[str, Any]] = []
+    wrapped: list[str] = []
+    for i, tool in enumerate(tools):
+        if "function" in tool:
+            out.append(tool)
+            continue
+        keys = set(tool) - {"type"}
+        if isinstance(tool.get("name"), str) and keys <= _FUNCTION_KEYS and tool.get("type", "function") == "function":
+            out.append({"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}})
+            wrapped.append(f"tools[{i}]")
+            continue
+        raise InvalidInputError(
+            f"has no 'function' object (keys: {', '.join(sorted(map(str, tool))) or 'none'}); a tool is "
+            '{"type": "function", "function": {"name": …, "description": …, "parameters": …}}',
+            field=f"tools[{i}]",
+        )
+    return out, wrapped
 
 
 def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: list[str], depth: int = 1) -> Any:

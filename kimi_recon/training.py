@@ -9,7 +9,7 @@ from typing import Any
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
 from .flags import Flag, flags_to_json
-from .models import AssistantTurn
+from .models import AssistantTurn, tojson
 from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
@@ -268,6 +268,7 @@ def _build(
     stop: str | None = None,
 ) -> TrainingSample:
     prof = options.profile
+    messages = _without_the_turn(messages, turn)
     prompt_ids, prompt_text = _encode_prompt(messages, options, tok, template)
     prompt_flag = surrogate_flag(prompt_text, "messages")
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
@@ -278,6 +279,36 @@ def _build(
         prompt_len=len(prompt_ids),
         flags=options.flags + ((prompt_flag,) if prompt_flag is not None else ()) + output.flags,
     )
+
+
+def _without_the_turn(messages: Sequence[Mapping[str, Any]], turn: AssistantTurn) -> Sequence[Mapping[str, Any]]:
+    """``messages`` without a last assistant message that is ``turn`` itself (a record that stores the whole
+    conversation, the answer included); such a message that is not ``turn`` is refused: rendered, the prompt
+    would hold the answer and the model would be trained to say it twice."""
+    if not messages or not isinstance(messages[-1], Mapping) or messages[-1].get("role") != "assistant":
+        return messages
+    where = f"messages[{len(messages) - 1}]"
+    try:
+        last = as_turn(messages[-1], sample=None)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"is an assistant message before the turn to train on, and unreadable as one: {err.message}", field=where) from None
+    if _same_turn(last, turn):
+        return messages[:-1]
+    raise InvalidInputError(
+        "is an assistant message that differs from the turn to train on; messages are the prompt and must end "
+        "before that turn (drop the last message if it is the answer, or give the turn that follows it)",
+        field=where,
+    )
+
+
+def _same_turn(a: AssistantTurn, b: AssistantTurn) -> bool:
+    def calls(turn: AssistantTurn) -> list[tuple[str, str]]:
+        return [(c.name, c.arguments if isinstance(c.arguments, str) else tojson(c.arguments)) for c in turn.tool_calls]
+
+    ids_agree = all(x.id is None or y.id is None or x.id == y.id for x, y in zip(a.tool_calls, b.tool_calls))
+    # history messages often drop the reasoning: a message without any is still the same answer
+    reasoning_agrees = not a.reasoning or a.reasoning == (b.reasoning or "")
+    return reasoning_agrees and (a.content or "") == (b.content or "") and calls(a) == calls(b) and ids_agree
 
 
 def sample_from_record(
