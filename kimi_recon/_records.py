@@ -5,6 +5,7 @@ to one record (reconstruct, audit, the ``datasets``/Ray row functions). See :mod
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import os
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from . import responses
-from ._io import open_input
+from ._io import check_input, open_input
 from .compare import Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError, InvalidRecordError
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
@@ -21,7 +22,7 @@ from ._profile_check import ids_mismatch
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
-from .record_options import arrow_tools, parse_options
+from .record_options import OPTION_KEYS, arrow_tools, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 
@@ -165,6 +166,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
 
 
 def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    check_input(path, "records")  # a missing file is an InputFileNotFoundError (a KimiReconError and a FileNotFoundError)
     with open_input(path) as f:  # "-" is stdin
         for line_no, raw in enumerate(f, 1):
             if raw.strip():
@@ -290,7 +292,27 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
         return found
     if "choices" in rec or any(k in rec for k in responses.MESSAGE_FIELDS):
         return "response", rec
-    raise InvalidInputError(f"is missing: a record needs one of {', '.join(RESPONSE_KEYS)}", field=RESPONSE_KEYS[0])
+    raise missing_field(rec, RESPONSE_KEYS)
+
+
+#: Every key a record is read for (anything else in a record may be a misspelling of one of them).
+_KNOWN_KEYS = frozenset(
+    {*RESPONSE_KEYS, *REFERENCE_KEYS, *OPTION_KEYS, "id", "model", "messages", "finish_reason", "logprobs", "usage",
+     "provider", "prompt_ids", "choices", "role", *responses.MESSAGE_FIELDS}
+)
+
+
+def missing_field(rec: Mapping[str, Any], keys: Sequence[str]) -> InvalidInputError:
+    """The error for a record with none of ``keys``, saying which of its own keys looks like a misspelt one."""
+    need = keys[0] if len(keys) == 1 else f"one of {', '.join(keys)}"
+    own = [k for k in rec if isinstance(k, str)]
+    unknown = [k for k in own if k not in _KNOWN_KEYS]  # a key read as something else is no misspelling
+    guesses = [(k, difflib.get_close_matches(k.lower(), keys, n=1, cutoff=0.6)) for k in unknown]
+    # a prefix counts as well ("resp" for "response", "ref" for "reference_ids")
+    guesses += [(k, [w]) for k in unknown for w in keys if len(k) >= 3 and w.startswith(k.lower())]
+    hint = next((f"; did you mean {found[0]!r} (the record has {key!r})?" for key, found in guesses if found), "")
+    present = f" (it has: {', '.join(sorted(own)[:8])}{' …' if len(own) > 8 else ''})" if own and not hint else ""
+    return InvalidInputError(f"is missing: a record needs {need}{hint}{present}", field=keys[0])
 
 
 def _reconstruct(
@@ -378,7 +400,7 @@ def audit_record(
         response_of(rec)
         ref_found = _pick(rec, REFERENCE_KEYS)
         if ref_found is None:
-            raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
+            raise missing_field(rec, REFERENCE_KEYS)
         reference = check_ids(ref_found[1], tok, ref_found[0])
         recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
         wrong_format = ids_mismatch(get_profile(recon.profile), reference, ref_found[0])
@@ -410,9 +432,26 @@ def audit_row(
     return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs).to_row(prefix)
 
 
+def batch_indices(
+    tokenizer: TokenizerArg | Sequence[int], indices: Sequence[int] | None, n: int
+) -> tuple[TokenizerArg, list[int] | None]:
+    """The tokenizer and the dataset indices of a batch's ``n`` rows. ``datasets.map(..., with_indices=True)``
+    passes the indices as the second argument, where the tokenizer goes: a list of ints there is taken for them."""
+    if hasattr(tokenizer, "tolist") or (isinstance(tokenizer, Sequence) and not isinstance(tokenizer, str)):
+        if indices is not None:
+            raise InvalidInputError("are given twice: as the second argument and as indices=", field="indices")
+        indices, tokenizer = tokenizer.tolist() if hasattr(tokenizer, "tolist") else tokenizer, None  # type: ignore[union-attr]
+    if indices is None:
+        return tokenizer, None
+    plain = [int(i) for i in indices]
+    if len(plain) != n:
+        raise InvalidInputError(f"has {len(plain)} entries for a batch of {n} rows", field="indices")
+    return tokenizer, plain
+
+
 def audit_batch(
     batch: Mapping[str, Sequence[Any]],
-    tokenizer: TokenizerArg = None,
+    tokenizer: TokenizerArg | Sequence[int] = None,
     *,
     profile: str | None = None,
     thinking: bool = True,
@@ -421,10 +460,13 @@ def audit_batch(
 ) -> dict[str, list[Any]]:
     """Column-wise :func:`audit_row` over a batch (``dataset.map(audit_batch, batched=True)``, Ray ``map_batches``).
 
-    Returns only the audit columns; ``datasets`` adds them to the batch, with Ray merge them yourself.
+    Returns only the audit columns; ``datasets`` adds them to the batch, with Ray merge them yourself. A row's
+    columns stay beside its record, so they name no place; ``with_indices=True`` is accepted (see
+    :func:`~kimi_recon.sample_batch`).
     """
     columns = list(batch)
     n = len(batch[columns[0]]) if columns else 0
+    tokenizer, _ = batch_indices(tokenizer, None, n)
     out: dict[str, list[Any]] = {}
     for i in range(n):
         row = audit_row({c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix)

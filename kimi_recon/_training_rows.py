@@ -34,6 +34,7 @@ from ._records import (
     TokenizerArg,
     _as_record,
     get_tokenizer,
+    batch_indices,
     record_error,
     record_id,
 )
@@ -241,11 +242,12 @@ def _batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> d
 
 def sample_batch(
     batch: Mapping[str, Any],
-    tokenizer: TokenizerArg = None,
+    tokenizer: TokenizerArg | Sequence[int] = None,
     *,
     profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
+    indices: Sequence[int] | None = None,
 ) -> dict[str, list[Any]]:
     """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
 
@@ -259,6 +261,11 @@ def sample_batch(
         ds.map(sample_batch, batched=True, num_proc=8, remove_columns=ds.column_names)   # datasets
         ray_ds.map_batches(sample_batch)                                                 # Ray Data
 
+    An error names the record by its place: ``indices`` are the dataset's indices of the batch's rows (with
+    ``ds.map(sample_batch, batched=True, with_indices=True)`` datasets passes them as the second argument,
+    which is taken for them), else the row's place in this batch is said as such (``batch row 3``), since
+    a batch does not know where it starts.
+    
     Each row equals :func:`training_row` of the record. Keep nested data as JSON text when it passes
     through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none).
     ``messages`` and the response arriving as numpy arrays (Ray's view of such objects) are refused as a
@@ -267,6 +274,7 @@ def sample_batch(
     """
     columns = list(batch)
     n = len(batch[columns[0]]) if columns else 0
+    tokenizer, indices = batch_indices(tokenizer, indices, n)
     tok = get_tokenizer(tokenizer)
     out: dict[str, list[Any]] = {column: [] for column in BATCH_COLUMNS}
     for i in range(n):
@@ -277,7 +285,10 @@ def sample_batch(
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
             row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "token_counts": ""}
-            error = str(_failure(i, None, rid, err).error)
+            failure = _failure(i if indices is None else indices[i], None, rid, err).error
+            assert failure is not None
+            place = failure.where() if indices is not None else f"batch row {i}" + (f" (id {rid!r})" if rid is not None else "")
+            error = place + str(failure)[len(failure.where()) :]
         for column in ROW_COLUMNS:
             out[column].append(row[column])
         out["error"].append(error)

@@ -328,10 +328,13 @@ def sample_from_record(
 
     A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
     a ``<field>_mismatch`` flag for each figure no counting convention explains."""
+    from ._records import missing_field
     from .dataset import record_id, record_token_counts, turn_of_record
 
     try:
         messages = record.get("messages")
+        if messages is None:
+            raise missing_field(record, ("messages",))
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
         turn = turn_of_record(record)
