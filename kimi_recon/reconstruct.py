@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .flags import Flag, FlagCode
+from ._repr import ids_repr, text_repr
+from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn
 from ._profile_check import model_mismatch
@@ -42,6 +43,25 @@ class Reconstruction:
     def has_flag(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)
 
+    def __repr__(self) -> str:  # the ids and text of a long turn would fill a notebook: ends and lengths only
+        return (
+            f"Reconstruction(ids={ids_repr(self.ids)}, text={text_repr(self.text)}, "
+            f"flags=({', '.join(f.code.value for f in self.flags)}), source={self.source!r}, "
+            f"profile={self.profile!r}, thinking={self.thinking})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form: ``ids``, ``text``, ``flags`` (:func:`~kimi_recon.flags.flags_to_json`),
+        ``source``, ``profile``, ``thinking``."""
+        return {
+            "ids": list(self.ids),
+            "text": self.text,
+            "flags": flags_to_json(self.flags),
+            "source": self.source,
+            "profile": self.profile,
+            "thinking": self.thinking,
+        }
+
     @property
     def flag_codes(self) -> tuple[FlagCode, ...]:
         return tuple(f.code for f in self.flags)
@@ -68,12 +88,12 @@ def encode_rendered(
     pending = ""  # consecutive field text is one BPE span
     for seg in rendered.segments:
         if seg.is_marker:
-            ids += tokenizer.encode(pending, allow_special=False)
+            ids += tokenizer.encode(pending, allowed_special=set())
             pending = ""
             ids += tokenizer.encode(seg.text)
         else:
             pending += seg.text
-    return ids + tokenizer.encode(pending, allow_special=False)
+    return ids + tokenizer.encode(pending, allowed_special=set())
 
 
 def reconstruct_output_ids(

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ._repr import ids_repr
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
 from .flags import Flag, flags_to_json
@@ -38,6 +39,12 @@ class TrainingSample:
     @property
     def prompt_ids(self) -> list[int]:
         return self.input_ids[: self.prompt_len]
+
+    def __repr__(self) -> str:
+        return (
+            f"TrainingSample(input_ids={ids_repr(self.input_ids)}, prompt_len={self.prompt_len}, "
+            f"trained={sum(self.loss_mask)}, flags=({', '.join(f.code.value for f in self.flags)}))"
+        )
 
     @property
     def output_ids(self) -> list[int]:
@@ -223,7 +230,7 @@ def _encode_prompt(
 def build_training_sample(
     messages: Sequence[Mapping[str, Any]],
     turn: AssistantTurn | Mapping[str, Any] | Any,
-    tools: Sequence[Mapping[str, Any]] | str | None = None,
+    tools: Sequence[Mapping[str, Any]] | str | KimiTokenizer | None = None,
     profile: str | ChatProfile | None = None,
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
@@ -244,7 +251,16 @@ def build_training_sample(
     ``tool_choice`` are ``kimi-k3`` prompt options (effort ``max`` by default when thinking is on);
     ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`). ``profile`` None: the
     turn's ``model`` id decides, ``kimi-k2.5`` when it names none.
+
+    The tokenizer: pass it as ``tokenizer=`` (every function takes that keyword). Its place stays the sixth so
+    that calls written before keep working; for a conversation without tools it may also come right after
+    the data, as in ``reconstruct_output_ids(turn, tok)``: a :class:`KimiTokenizer` in the third place is taken
+    for it (``build_training_sample(messages, turn, tok)``).
     """
+    if isinstance(tools, KimiTokenizer):
+        if tokenizer is not None:
+            raise InvalidInputError("is given twice: in the third place and as tokenizer=", field="tokenizer")
+        tools, tokenizer = None, tools
     turn = as_turn(turn)
     options = parse_options(
         model=turn.metadata.get("model"),
