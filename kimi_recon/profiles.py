@@ -184,9 +184,12 @@ _ALIASES = {
     "moonshotai/kimi-k2.5": "kimi-k2.5",
     "moonshotai/kimi-k2.6": "kimi-k2.5",
     "moonshotai/kimi-k2-thinking": "kimi-k2-thinking",
-    # OpenRouter's slug of Kimi-K2-Instruct
+    # OpenRouter's slugs of Kimi-K2-Instruct (the July release) and its September update (the same turn format)
     "kimi-k2": "kimi-k2-instruct",
     "moonshotai/kimi-k2": "kimi-k2-instruct",
+    "kimi-k2-0711": "kimi-k2-instruct",
+    "kimi-k2-0905": "kimi-k2-instruct",
+    "kimi-k2-instruct-0905": "kimi-k2-instruct",
     "k2.7-code": "kimi-k2.7-code",
     "moonshotai/kimi-k2.7-code": "kimi-k2.7-code",
     # the same model served faster (Moonshot's platform docs)

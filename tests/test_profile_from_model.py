@@ -103,6 +103,8 @@ def test_the_cli_audit_with_no_profile_rebuilds_k3_records_as_k3(tmp_path: Path,
     ("model", "profile"),
     [
         ("moonshotai/kimi-k2", "kimi-k2-instruct"),  # OpenRouter's slug of Kimi-K2-Instruct
+        ("moonshotai/kimi-k2-0905", "kimi-k2-instruct"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-instruct"),
         ("moonshotai/kimi-k2.7-code", "kimi-k2.7-code"),
         ("kimi-k2.7-code-highspeed", "kimi-k2.7-code"),
         ("moonshotai/Kimi-K3:nitro", "kimi-k3"),
