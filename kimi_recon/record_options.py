@@ -122,7 +122,7 @@ def parse_options(
         if model is None:
             model = own.get("model")
         prof = profile_or_model(pick("profile", profile), model)  # type: ignore[arg-type]  # checked there
-        parsed_tools, flags = _tools(pick("tools", tools))
+        parsed_tools, flags = _tools(pick("tools", tools), wrap=prof.format == "k2")
         return RecordOptions(
             profile=prof,
             thinking=_profile_thinking(prof, _thinking(pick("thinking", thinking))),
@@ -220,7 +220,9 @@ def arrow_tools(value: object) -> object:
     return value
 
 
-def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag, ...]]:
+def _tools(value: object, *, wrap: bool = True) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag, ...]]:
+    """The checked tools and what reading them changed. ``wrap``: bare function definitions are wrapped and other
+    unwrapped tools refused (K2.x, whose official code tells the two apart; K3's renderer writes tools as given)."""
     if value is None:
         return None, ()
     from_arrow = isinstance(value, _ArrowTools)
@@ -256,7 +258,7 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
         )
     if not tools:
         return None, ()
-    tools, wrapped = _wrapped_tools(tools)
+    tools, wrapped = _wrapped_tools(tools) if wrap else (tools, [])
     flags: tuple[Flag, ...] = ()
     if wrapped:
         flags += (
