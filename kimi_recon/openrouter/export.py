@@ -1,9 +1,10 @@
 """``kimi-recon export``: the training rows held in a ``generate`` log, in the trainers' plain row format.
 
 The log stays what it is (one resumable row per prompt, with the raw response and its bookkeeping);
-export reads it and gives one :class:`~kimi_recon._training_rows.SampleResult` per log row: a training
+export reads it and gives one :class:`~kimi_recon._training_rows.SampleResult` per prompt: a training
 row for an ``ok`` row that carries its sample (``generate --training-sample``, or ``--prompt-ids``
-together with ``output_ids``), an error with the reason for everything else. Nothing is dropped.
+together with ``output_ids``), an error with the reason for everything else. Nothing is dropped; an
+error row that a later retry of the same prompt (``--retry-errors``) superseded is history, not a result.
 """
 
 from __future__ import annotations
@@ -67,15 +68,29 @@ def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = Fals
 def export_rows(
     log: str | os.PathLike[str], *, skip_flagged: bool = False, skip_truncated: bool = False
 ) -> Iterator[SampleResult]:
-    """A result per non-blank line of a ``generate`` log, in order (see the module doc)."""
+    """A result per non-blank line of a ``generate`` log (see the module doc), but one per prompt id where
+    ``generate --retry-errors`` appended a retry: an error row followed by a later row of the same id is
+    superseded by it (the prompt's outcome is its last row) and gives no result of its own.
+
+    Results come in log order, except the failures of error rows: those wait until the end of the log
+    (a later retry may supersede them) and then follow in log order.
+    """
+    held: dict[str, SampleResult] = {}  # id -> the failure of its latest error row, until a later row of the id
     for index, (line, row) in enumerate(iter_jsonl(log)):
         if isinstance(row, InvalidInputError):  # a line that is not a JSON object
             yield _failure(index, line, None, row)
             continue
         rid = record_id(row)
+        if rid is not None:
+            held.pop(rid, None)  # superseded by this row
         try:
             training = log_row_to_training_row(row, skip_flagged=skip_flagged, skip_truncated=skip_truncated)
         except InvalidInputError as err:
-            yield _failure(index, line, rid, err)
+            failure = _failure(index, line, rid, err)
+            if rid is not None and row.get("status") != "ok":
+                held[rid] = failure
+            else:
+                yield failure
             continue
         yield SampleResult(index, line, rid, training)
+    yield from sorted(held.values(), key=lambda result: result.index)

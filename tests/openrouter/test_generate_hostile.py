@@ -480,3 +480,22 @@ def test_extra_body_cannot_override_what_the_adapter_sets(options: dict[str, Any
     with pytest.raises(InvalidInputError) as info:
         RequestOptions(model="m", **options)
     assert (info.value.field or "").startswith(("extra_body.", "reasoning"))
+
+
+def test_export_gives_one_result_per_prompt_after_a_retry(tmp_path: Path) -> None:
+    """An error row that a later ``--retry-errors`` row of the same prompt superseded is history, not a failure."""
+    from kimi_recon.openrouter.export import export_rows
+
+    sample = {"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1], "prompt_len": 1}
+    rows = [
+        {"id": "a", "status": "error", "error": {"message": "connection failed"}},
+        {"id": "b", "status": "error", "error": {"message": "connection failed"}},
+        {"id": "c", "status": "ok", "sample": sample, "flags": []},
+        {"id": "a", "status": "ok", "sample": sample, "flags": []},
+        {"id": "b", "status": "error", "error": {"message": "400 still bad"}},
+    ]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    results = list(export_rows(log))
+    assert [(r.record_id, r.line, r.row is not None) for r in results] == [("c", 3, True), ("a", 4, True), ("b", 5, False)]
+    assert results[2].error is not None and "400 still bad" in str(results[2].error.message)
