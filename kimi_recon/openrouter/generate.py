@@ -354,6 +354,7 @@ class _Spend:
     """
 
     max_cost: float | None
+    secret: str | None = None  # the reason quotes the server's cost, which is printed: scrubbed like any server text
     spent: float = 0.0
     dearest: float | None = None
     unknown: str | None = None  # why the spend became unknown (the first row without a usable cost)
@@ -369,7 +370,7 @@ class _Spend:
             self.unknown_rows += 1
             if self.unknown is None:
                 why = row.get("cost_invalid") or "it reported no usage.cost"
-                self.unknown = f"prompt {row.get('id')!r}: {why}"
+                self.unknown = redact_text(f"prompt {row.get('id')!r}: {why}", self.secret)
 
     def stop_reason(self) -> str | None:
         if self.max_cost is None:
@@ -438,7 +439,7 @@ def run_generate(
 
         counts = {"ok": 0, "errors": 0, "written": 0}
         tally = TokenCountTally()
-        budget = _Spend(config.max_cost)
+        budget = _Spend(config.max_cost, api_key)
         tokens = 0
         started = time.monotonic()
         bar = tqdm(total=len(todo), unit="prompt", file=err_stream, disable=not (config.progress and todo), dynamic_ncols=True)

@@ -499,3 +499,11 @@ def test_export_gives_one_result_per_prompt_after_a_retry(tmp_path: Path) -> Non
     results = list(export_rows(log))
     assert [(r.record_id, r.line, r.row is not None) for r in results] == [("c", 3, True), ("a", 4, True), ("b", 5, False)]
     assert results[2].error is not None and "400 still bad" in str(results[2].error.message)
+
+
+def test_a_cost_quoting_the_key_is_scrubbed_from_the_reason_the_run_stopped(fake: FakeOpenRouter, tmp_path: Path) -> None:
+    fake.script("p0", _priced(json.dumps(API_KEY[:30])))
+    summary, _ = run(fake, tmp_path, [user_prompt("p0", "a"), user_prompt("p1", "b")], max_cost=3.0)
+    assert summary.stopped is not None and "spend is unknown" in summary.stopped
+    assert key_characters_in(" ".join(summary.lines()), API_KEY) == 0
+    assert_no_piece_of_the_key(tmp_path / "out.jsonl", API_KEY)
