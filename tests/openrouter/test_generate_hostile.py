@@ -11,8 +11,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from fake_openrouter import API_KEY, QUICK_RETRIES, Act, FakeOpenRouter, generat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openrouter_wire import call, completion, error_chunk, read_rows, sse, stream_chunks, user_prompt, write_prompts
+from stub_client import StubClient
 
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.openrouter.cli import main
@@ -164,40 +163,6 @@ def test_ids_that_spell_a_piece_of_the_key_are_not_written_even_when_no_text_fie
     assert clean["status"] == "ok" and clean["prompt_ids"]
 
 
-@dataclass
-class _Raw:
-    content: bytes
-    retries_taken: int = 0
-
-
-@dataclass
-class _Stream:
-    lines: list[bytes]
-    retries_taken: int = 0
-
-    def iter_bytes(self) -> Any:
-        return iter(self.lines)
-
-
-class _StubClient:
-    """A client answering fixed bytes (no HTTP): a JSON body, or SSE lines when the request streams."""
-
-    def __init__(self, body: bytes, lines: list[bytes]) -> None:
-        self.body, self.lines = body, lines
-        completions = type("Completions", (), {})()
-        completions.with_raw_response = completions.with_streaming_response = self
-        self.chat = type("Chat", (), {"completions": completions})()
-
-    def create(self, **kwargs: Any) -> Any:
-        if kwargs.get("stream"):
-            return self._stream()
-        return _Raw(self.body)
-
-    @contextmanager
-    def _stream(self) -> Any:
-        yield _Stream(self.lines)
-
-
 OPENROUTER_KEYS = st.binary(min_size=32, max_size=32).map(lambda raw: "sk-or-v1-" + raw.hex()).filter(lambda key: len(set(key[9:])) >= 8)
 SITES = ["content", "reasoning", "reasoning_details", "error object", "error chunk", "provider", "tool arguments", "usage"]
 
@@ -249,7 +214,7 @@ def test_no_eight_characters_of_the_secret_reach_any_byte_of_the_output(
     resp, chunks = _body_with(site, echo)
     stream = stream or site == "error chunk"
     lines = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks or []] + [b"data: [DONE]\n\n"]
-    client: Any = _StubClient(json.dumps(resp).encode(), lines)
+    client: Any = StubClient(json.dumps(resp).encode(), lines)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_prompts(folder / "prompts.jsonl", [user_prompt("p", "a")])
@@ -482,8 +447,11 @@ def test_extra_body_cannot_override_what_the_adapter_sets(options: dict[str, Any
     assert (info.value.field or "").startswith(("extra_body.", "reasoning"))
 
 
-def test_export_gives_one_result_per_prompt_after_a_retry(tmp_path: Path) -> None:
+@pytest.mark.parametrize("from_stdin", [False, True])
+def test_export_gives_one_result_per_prompt_after_a_retry(from_stdin: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An error row that a later ``--retry-errors`` row of the same prompt superseded is history, not a failure."""
+    import io
+
     from kimi_recon.openrouter.export import export_rows
 
     sample = {"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1], "prompt_len": 1}
@@ -496,7 +464,9 @@ def test_export_gives_one_result_per_prompt_after_a_retry(tmp_path: Path) -> Non
     ]
     log = tmp_path / "log.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    results = list(export_rows(log))
+    if from_stdin:  # read once: the failures of error rows wait for the end of the log
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(log.read_bytes())))
+    results = list(export_rows("-" if from_stdin else log))
     assert [(r.record_id, r.line, r.row is not None) for r in results] == [("c", 3, True), ("a", 4, True), ("b", 5, False)]
     assert results[2].error is not None and "400 still bad" in str(results[2].error.message)
 
