@@ -250,17 +250,22 @@ Decoder = Callable[[list[int]], str]
 
 def _ids_hold_secret(row: Mapping[str, Any], decode: Decoder, secret: str) -> bool:
     """True when the ids of ``row`` decode to text holding the key or a piece of it. The row's text fields
-    are searched when it is written; the ids also spell the prompt, which the row does not carry."""
+    are searched when it is written; the ids also spell the prompt, which the row does not carry.
+
+    One decode per row: the sample's ``input_ids`` are the prompt ids then the output ids, and without a
+    sample the two lists are decoded as one (a piece across their boundary would only be a false alarm).
+    """
     sample = row.get("sample")
-    for ids in (row.get("output_ids"), row.get("prompt_ids"), sample.get("input_ids") if isinstance(sample, Mapping) else None):
-        if isinstance(ids, list) and ids:
-            try:
-                text = decode(ids)
-            except Exception:  # ids the tokenizer cannot decode spell nothing to look for
-                continue
-            if holds_secret(text, secret):
-                return True
-    return False
+    ids = sample.get("input_ids") if isinstance(sample, Mapping) else None
+    if not isinstance(ids, list):
+        ids = [*(row.get("prompt_ids") or ()), *(row.get("output_ids") or ())]
+    if not ids:
+        return False
+    try:
+        text = decode(ids)
+    except Exception:  # ids the tokenizer cannot decode spell nothing to look for
+        return False
+    return holds_secret(text, secret)
 
 
 def _row_for(
