@@ -7,7 +7,8 @@ return an outcome and never raise. The main thread is the single writer: it rebu
 the row and appends it, one flushed line per prompt, before counting the prompt done. Every prompt
 handed out therefore ends as exactly one row (``ok`` or ``error``) or, if the process dies first or the
 server refuses the key or the account (401, 402, 403: the run then stops sending), as no row at all, and
-the next run sends it again.
+the next run sends it again. A first SIGINT/SIGTERM stops the sending and gives the requests in flight
+``grace_period`` seconds to end as rows; a second one abandons them.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Guarantees, and how they are kept:
   checked: a complete row just missing its newline gets the newline; anything else is cut off, because
   it is not a row and its prompt was therefore never done.
 * **No prompt twice.** The ids already in the file are read after the lock is taken, and the run skips
-  them; rows are written only by the lock holder.
+  them; rows are written only by the lock holder. The one exception is a retry (``--retry-errors``): a
+  prompt whose last row is an error may get another row; a prompt's outcome is its last row.
 * **Every row writable.** A row is always written (:func:`encode_row`), so a paid-for response is never
   requested again: lone UTF-16 surrogates are written as ``\\udXXX`` JSON escapes (the same string when
   read back) and the row is flagged; a row that cannot be serialised at all becomes an error row.
