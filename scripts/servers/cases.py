@@ -169,7 +169,7 @@ def k3_segments(raw: Raw, thinking: bool) -> list[tuple[bool, str]]:
 def k3_ids(tok: KimiTokenizer, segs: Sequence[tuple[bool, str]]) -> list[int]:
     ids: list[int] = []
     for is_marker, text in segs:
-        ids += tok.encode(text) if is_marker else tok.encode(text, allow_special=False)
+        ids += tok.encode(text) if is_marker else tok.encode(text, allowed_special=set())
     return ids
 
 
