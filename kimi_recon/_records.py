@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from . import responses
-from ._io import open_input
+from ._io import read_lines
 from .compare import Comparison, check_ids, compare_checked_ids
-from .errors import InvalidInputError, InvalidRecordError
+from .errors import InputFileError, InvalidInputError, InvalidRecordError, preview
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
 from .models import AssistantTurn
 from .reconstruct import Reconstruction, reconstruct_output_ids
@@ -160,10 +160,46 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
 
 
 def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    with open_input(path) as f:  # "-" is stdin
-        for line_no, raw in enumerate(f, 1):
-            if raw.strip():
-                yield line_no, raw
+    first = True
+    for line_no, raw in enumerate(read_lines(path), 1):
+        if raw.strip():
+            if first:
+                refuse_non_jsonl(raw, line_no, path)
+                first = False
+            yield line_no, raw
+
+
+def refuse_non_jsonl(raw: bytes, line_no: int, path: str | os.PathLike[str]) -> None:
+    """Raise :class:`InputFileError` when the first non-blank line shows a whole file that is not JSON Lines:
+    a JSON array (on one line or spread over many) or pretty-printed JSON. Read on, such a file would give
+    one error per line and nothing compared; said once, it tells what to do."""
+    text = raw.strip().decode("utf-8", "replace")
+    name = "stdin" if os.fspath(path) == "-" else os.fspath(path)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        # What json.dumps(indent=...) and jq write: a lone bracket, or an array whose items run on after a comma.
+        # A record merely cut short (a truncated file) is left to be reported as that line's error.
+        if text == "[" or (text.startswith("[") and text.endswith(",")):
+            found = "a JSON array spread over several lines"
+        elif text == "{":
+            found = "pretty-printed JSON (an object spread over several lines)"
+        else:
+            return
+        jq_filter = "'.[]'" if text.startswith("[") else "."
+        raise InputFileError(
+            f"{name} holds {found}, starting at line {line_no}; kimi-recon reads JSON Lines, one object per line. "
+            f"Convert it first, e.g. jq -c {jq_filter} FILE > FILE.jsonl",
+            field="input",
+        ) from None
+    except RecursionError:
+        return
+    if isinstance(value, list):
+        raise InputFileError(
+            f"{name}: line {line_no} is a JSON array, not an object; kimi-recon reads JSON Lines, "
+            "one object per line. If the array is the dataset, convert it first: jq -c '.[]' FILE > FILE.jsonl",
+            field="input",
+        )
 
 
 def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidRecordError:
@@ -171,13 +207,19 @@ def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidR
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         value = json.loads(text)
     except UnicodeDecodeError as err:
-        return InvalidRecordError(f"is not UTF-8 ({err.reason} at byte {err.start})", field="line", line=line)
+        return InvalidRecordError(f"is not UTF-8 text ({err.reason} at byte {err.start})", line=line)
+    except json.JSONDecodeError as err:
+        return InvalidRecordError(
+            f"is not JSON ({err.msg}, column {err.colno}); the line starts {preview(err.doc.strip(), 60)}", line=line
+        )
     except ValueError as err:
-        return InvalidRecordError(f"is not JSON: {err}", field="line", line=line)
+        return InvalidRecordError(f"is not JSON: {err}", line=line)
     except RecursionError:
-        return InvalidRecordError("is nested too deeply to read", field="line", line=line)
+        return InvalidRecordError("is nested too deeply to read", line=line)
     if not isinstance(value, dict):
-        return InvalidRecordError(f"must be a JSON object, got {type(value).__name__}", field="line", line=line)
+        return InvalidRecordError(
+            f"must be a JSON object, found {type(value).__name__} {preview(value, 60)}", line=line
+        )
     return value
 
 

@@ -13,6 +13,7 @@ catch one type. Errors about input data say which field (and, when known, which 
     │   └── openrouter.OpenRouterError   ... or the exchange with OpenRouter failed (adds retryable, retries)
     └── InvalidInputError             (also ValueError) malformed input: .field, .sample
         ├── InputFileError            an input file is missing or unreadable
+        │   └── InputFileNotFoundError  (also FileNotFoundError) the input file does not exist
         ├── OutputFileError           an output cannot be written without destroying data
         ├── openrouter.OutputLockedError  another process writes the same output
         ├── InvalidRecordError        a dataset record is malformed: .line
@@ -92,6 +93,11 @@ class InputFileError(InvalidInputError):
     """An input file is missing, unreadable, or not a file. ``field`` names the option."""
 
 
+class InputFileNotFoundError(InputFileError, FileNotFoundError):
+    """The input file does not exist. Also a :class:`FileNotFoundError`, so ``except FileNotFoundError``
+    code keeps working."""
+
+
 class OutputFileError(InvalidInputError):
     """An output cannot be written without destroying data: it is the input (also through a link), a
     directory, or, for an append-only log, not a regular file. ``field`` names the option."""
@@ -103,6 +109,8 @@ class InvalidRecordError(InvalidInputError):
     def __init__(self, message: str, *, field: str | None = None, sample: object = None, line: int | None = None) -> None:
         super().__init__(message, field=field, sample=sample)
         self.line = line
+        if line is not None:  # the 1-based line leads, as in every CLI message
+            self.args = (f"line {line}{', ' if sample is not None or field is not None else ': '}{self.args[0]}",)
 
 
 class LogprobsError(InvalidInputError):
