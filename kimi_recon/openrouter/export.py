@@ -15,28 +15,42 @@ from typing import Any
 
 from .._training_rows import SampleResult, _failure, row_of_sample
 from ..dataset import iter_jsonl, record_id
-from ..errors import InvalidInputError
+from .._ids import check_ids
+from ..errors import InvalidInputError, preview
 from ..flags import flag_codes_text, flags_from_json
+from ..tokenizer import KimiTokenizer, load_tokenizer
 from ..training import TrainingSample
 
 
-def _ids(value: object, field: str) -> list[int]:
+def _ids(value: object, field: str, tokenizer: KimiTokenizer | None = None) -> list[int]:
+    if tokenizer is not None:
+        return check_ids(value, tokenizer, field)
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise InvalidInputError("must be a list of token ids", field=field)
     return value
 
 
-def _sample(row: Mapping[str, Any]) -> TrainingSample:
+def _sample(row: Mapping[str, Any], tokenizer: KimiTokenizer | None = None) -> TrainingSample:
+    """The row's sample, checked as :func:`~kimi_recon._training_rows.row_of_sample` needs it: a trainer
+    reads these columns as they are, so a wrong id, mask value or prompt length would be trained on."""
     sample = row.get("sample")
     if isinstance(sample, Mapping):
-        input_ids = _ids(sample.get("input_ids"), "sample.input_ids")
+        input_ids = _ids(sample.get("input_ids"), "sample.input_ids", tokenizer)
         loss_mask = _ids(sample.get("loss_mask"), "sample.loss_mask")
         prompt_len = sample.get("prompt_len")
-        if len(loss_mask) != len(input_ids) or not isinstance(prompt_len, int):
-            raise InvalidInputError("is not a training sample: input_ids and loss_mask differ in length", field="sample")
+        if len(loss_mask) != len(input_ids):
+            raise InvalidInputError(
+                f"is not a training sample: input_ids ({len(input_ids)}) and loss_mask ({len(loss_mask)}) differ in length", field="sample"
+            )
+        if not set(loss_mask) <= {0, 1}:
+            raise InvalidInputError(f"must hold only 0 and 1, found {sorted(set(loss_mask) - {0, 1})[:5]}", field="sample.loss_mask")
+        if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or not 0 <= prompt_len <= len(input_ids):
+            raise InvalidInputError(f"must be an integer from 0 to {len(input_ids)} (the ids' length), got {preview(prompt_len)}", field="sample.prompt_len")
+        if any(loss_mask[:prompt_len]):
+            raise InvalidInputError("trains on the prompt: loss_mask is 1 before prompt_len", field="sample.loss_mask")
         return TrainingSample(input_ids, loss_mask, prompt_len)
     if row.get("prompt_ids") is not None and row.get("output_ids") is not None:
-        prompt, output = _ids(row["prompt_ids"], "prompt_ids"), _ids(row["output_ids"], "output_ids")
+        prompt, output = _ids(row["prompt_ids"], "prompt_ids", tokenizer), _ids(row["output_ids"], "output_ids", tokenizer)
         return TrainingSample(prompt + output, [0] * len(prompt) + [1] * len(output), len(prompt))
     raise InvalidInputError(
         "holds no training sample: run generate with --training-sample (or --prompt-ids), or rebuild it with "
@@ -45,8 +59,12 @@ def _sample(row: Mapping[str, Any]) -> TrainingSample:
     )
 
 
-def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = False, skip_truncated: bool = False) -> dict[str, Any]:
-    """The training row of one ``generate`` log row; raises :class:`InvalidInputError` saying why there is none."""
+def log_row_to_training_row(
+    row: Mapping[str, Any], *, skip_flagged: bool = False, skip_truncated: bool = False, tokenizer: KimiTokenizer | None = None
+) -> dict[str, Any]:
+    """The training row of one ``generate`` log row; raises :class:`InvalidInputError` saying why there is none.
+
+    With ``tokenizer``, every id must be in its vocabulary (:func:`~kimi_recon.compare.check_ids`)."""
     if row.get("status") != "ok":
         error = row.get("error")
         message = error.get("message") if isinstance(error, Mapping) else error
@@ -57,7 +75,7 @@ def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = Fals
         raise InvalidInputError(f"is flagged ({flag_codes_text(flags).replace(',', ', ')}) and --skip-flagged is set", field="flags")
     if skip_truncated and row.get("truncated"):
         raise InvalidInputError("the turn was cut (truncated) and --skip-truncated is set", field="truncated")
-    training = row_of_sample(_sample(row), record_id(row))
+    training = row_of_sample(_sample(row, tokenizer), record_id(row))
     training["flags"] = flag_codes_text(flags)  # the log's flags: the adapter's and the rebuild's
     counts = row.get("token_counts")
     training["token_counts"] = json.dumps(counts) if isinstance(counts, Mapping) else ""
@@ -65,16 +83,22 @@ def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = Fals
 
 
 def export_rows(
-    log: str | os.PathLike[str], *, skip_flagged: bool = False, skip_truncated: bool = False
+    log: str | os.PathLike[str],
+    *,
+    skip_flagged: bool = False,
+    skip_truncated: bool = False,
+    tokenizer: KimiTokenizer | None = None,
 ) -> Iterator[SampleResult]:
-    """A result per non-blank line of a ``generate`` log, in order (see the module doc)."""
+    """A result per non-blank line of a ``generate`` log, in order (see the module doc). ``tokenizer``
+    (default: the bundled one) is the vocabulary every id is checked against."""
+    tok = tokenizer if tokenizer is not None else load_tokenizer()
     for index, (line, row) in enumerate(iter_jsonl(log)):
         if isinstance(row, InvalidInputError):  # a line that is not a JSON object
             yield _failure(index, line, None, row)
             continue
         rid = record_id(row)
         try:
-            training = log_row_to_training_row(row, skip_flagged=skip_flagged, skip_truncated=skip_truncated)
+            training = log_row_to_training_row(row, skip_flagged=skip_flagged, skip_truncated=skip_truncated, tokenizer=tok)
         except InvalidInputError as err:
             yield _failure(index, line, rid, err)
             continue
