@@ -154,7 +154,7 @@ def open_input(path: PathArg, field: str = "input") -> Iterator[BinaryIO]:
                 import zstandard  # type: ignore[import-not-found, unused-ignore]
             except ImportError:
                 raise InputFileError(
-                    f"{name} is zstandard-compressed: pip install zstandard, or decompress it first (zstd -d)", field=field
+                    f"{name} is zstandard-compressed: pip install 'kimi-recon[zstd]', or decompress it first (zstd -d)", field=field
                 ) from None
             reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
             yield stack.enter_context(io.BufferedReader(reader))
@@ -165,8 +165,10 @@ def open_input(path: PathArg, field: str = "input") -> Iterator[BinaryIO]:
 def read_lines(path: PathArg, field: str = "input") -> Iterator[bytes]:
     """Every line of a (possibly compressed) input, blank ones included, a UTF-8 byte order mark at its
     start removed. Each line is read with a bound (:data:`MAX_LINE_BYTES`); a longer one, or damaged
-    compressed data, raises :class:`InputFileError` naming the 1-based line."""
+    compressed data, raises :class:`InputFileError` naming the 1-based line, and so does a first non-blank
+    line that shows the file is not JSON Lines (:func:`refuse_non_jsonl`)."""
     name = "stdin" if is_stdio(path) else os.fspath(path)
+    first = True
     with open_input(path, field) as f:
         line_no = 0
         while True:
@@ -185,7 +187,43 @@ def read_lines(path: PathArg, field: str = "input") -> Iterator[bytes]:
                 )
             if line_no == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
+            if first and raw.strip():
+                refuse_non_jsonl(raw, line_no, path, field)
+                first = False
             yield raw
+
+
+def refuse_non_jsonl(raw: bytes, line_no: int, path: PathArg, field: str = "input") -> None:
+    """Raise :class:`InputFileError` when the first non-blank line shows a whole file that is not JSON Lines:
+    a JSON array (on one line or spread over many) or pretty-printed JSON. Read on, such a file would give
+    one error per line and nothing compared; said once, it tells what to do."""
+    text = raw.strip().decode("utf-8", "replace")
+    name = "stdin" if os.fspath(path) == "-" else os.fspath(path)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        # What json.dumps(indent=...) and jq write: a lone bracket, or an array whose items run on after a comma.
+        # A record merely cut short (a truncated file) is left to be reported as that line's error.
+        if text == "[" or (text.startswith("[") and text.endswith(",")):
+            found = "a JSON array spread over several lines"
+        elif text == "{":
+            found = "pretty-printed JSON (an object spread over several lines)"
+        else:
+            return
+        jq_filter = "'.[]'" if text.startswith("[") else "."
+        raise InputFileError(
+            f"{name} holds {found}, starting at line {line_no}; kimi-recon reads JSON Lines, one object per line. "
+            f"Convert it first, e.g. jq -c {jq_filter} FILE > FILE.jsonl",
+            field=field,
+        ) from None
+    except RecursionError:
+        return
+    if isinstance(value, list):
+        raise InputFileError(
+            f"{name}: line {line_no} is a JSON array, not an object; kimi-recon reads JSON Lines, "
+            "one object per line. If the array is the dataset, convert it first: jq -c '.[]' FILE > FILE.jsonl",
+            field=field,
+        )
 
 
 def count_records(path: PathArg) -> int | None:

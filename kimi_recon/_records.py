@@ -15,7 +15,7 @@ from typing import Any, Union
 from . import responses
 from ._io import read_lines
 from .compare import Comparison, check_ids, compare_checked_ids
-from .errors import InputFileError, InvalidInputError, InvalidRecordError, preview
+from .errors import InvalidInputError, InvalidRecordError, preview
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
 from .models import AssistantTurn
 from .reconstruct import Reconstruction, reconstruct_output_ids
@@ -160,46 +160,9 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
 
 
 def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    first = True
     for line_no, raw in enumerate(read_lines(path), 1):
         if raw.strip():
-            if first:
-                refuse_non_jsonl(raw, line_no, path)
-                first = False
             yield line_no, raw
-
-
-def refuse_non_jsonl(raw: bytes, line_no: int, path: str | os.PathLike[str]) -> None:
-    """Raise :class:`InputFileError` when the first non-blank line shows a whole file that is not JSON Lines:
-    a JSON array (on one line or spread over many) or pretty-printed JSON. Read on, such a file would give
-    one error per line and nothing compared; said once, it tells what to do."""
-    text = raw.strip().decode("utf-8", "replace")
-    name = "stdin" if os.fspath(path) == "-" else os.fspath(path)
-    try:
-        value = json.loads(text)
-    except ValueError:
-        # What json.dumps(indent=...) and jq write: a lone bracket, or an array whose items run on after a comma.
-        # A record merely cut short (a truncated file) is left to be reported as that line's error.
-        if text == "[" or (text.startswith("[") and text.endswith(",")):
-            found = "a JSON array spread over several lines"
-        elif text == "{":
-            found = "pretty-printed JSON (an object spread over several lines)"
-        else:
-            return
-        jq_filter = "'.[]'" if text.startswith("[") else "."
-        raise InputFileError(
-            f"{name} holds {found}, starting at line {line_no}; kimi-recon reads JSON Lines, one object per line. "
-            f"Convert it first, e.g. jq -c {jq_filter} FILE > FILE.jsonl",
-            field="input",
-        ) from None
-    except RecursionError:
-        return
-    if isinstance(value, list):
-        raise InputFileError(
-            f"{name}: line {line_no} is a JSON array, not an object; kimi-recon reads JSON Lines, "
-            "one object per line. If the array is the dataset, convert it first: jq -c '.[]' FILE > FILE.jsonl",
-            field="input",
-        )
 
 
 def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidRecordError:

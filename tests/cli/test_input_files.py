@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from extras import require
 from testdata import OFFICIAL, read_jsonl
 from kimi_recon import _io
 from kimi_recon.cli import main
@@ -48,7 +49,7 @@ def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path: Path) -> None:
 
 
 def test_zstandard_input_is_read_when_the_package_is_installed(tmp_path: Path) -> None:
-    zstandard = pytest.importorskip("zstandard")
+    zstandard = require("zstandard")
     path = tmp_path / "d.jsonl.zst"
     path.write_bytes(zstandard.ZstdCompressor().compress(jsonl_bytes(audit_rows())))
     report = audit_dataset(path, progress=False)
@@ -132,3 +133,25 @@ def test_reconstruct_of_dev_zero_ends_with_an_error_instead_of_hanging(tmp_path:
 def test_a_missing_input_is_a_kimi_recon_error(tmp_path: Path) -> None:
     with pytest.raises(KimiReconError):
         audit_dataset(tmp_path / "missing.jsonl", progress=False)
+
+
+def test_generate_reads_its_prompts_through_the_same_reader(tmp_path: Path) -> None:
+    """Failed on the old code: a .gz prompt file was one bad prompt per chunk, a JSON array one bad prompt per line."""
+    from kimi_recon.openrouter.prompts import Prompt, read_prompts
+
+    prompts = [{"id": f"p{i}", "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(3)]
+    packed = tmp_path / "p.jsonl.gz"
+    packed.write_bytes(gzip.compress(b"\xef\xbb\xbf" + jsonl_bytes(prompts)))
+    assert [p.id for p in read_prompts(packed) if isinstance(p, Prompt)] == ["p0", "p1", "p2"]
+    array = tmp_path / "p.json"
+    array.write_text(json.dumps(prompts, indent=2), encoding="utf-8")
+    with pytest.raises(InputFileError, match="field 'prompts'.*JSON array"):
+        read_prompts(array)
+
+
+def test_zstandard_input_without_the_package_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "d.jsonl.zst"
+    path.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 16)
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # import fails as when not installed
+    with pytest.raises(InputFileError, match=r"kimi-recon\[zstd\]"):
+        list(iter_jsonl(path))
