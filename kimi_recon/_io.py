@@ -226,6 +226,17 @@ def refuse_non_jsonl(raw: bytes, line_no: int, path: PathArg, field: str = "inpu
         )
 
 
+def read_whole(path: PathArg, field: str = "input") -> bytes:
+    """A small input read whole (a constants file, a chat template), with :data:`MAX_LINE_BYTES` as its bound
+    and a leading UTF-8 byte order mark dropped; longer raises :class:`InputFileError` (so ``/dev/zero`` ends)."""
+    with open_input(path, field) as f:
+        data = f.read(MAX_LINE_BYTES + 1)
+    if len(data) > MAX_LINE_BYTES:
+        name = "stdin" if is_stdio(path) else os.fspath(path)
+        raise InputFileError(f"{name} is longer than {MAX_LINE_BYTES} bytes; is it the right file?", field=field)
+    return data.removeprefix(_BOM)
+
+
 def count_records(path: PathArg) -> int | None:
     """The number of non-blank lines of a regular file (for a progress bar's total); None for stdin,
     a pipe or a device, and for a file that cannot be read through (the real read reports why)."""

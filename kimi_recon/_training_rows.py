@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ._io import to_json_line
+from ._terminal import terminal_safe
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
 from ._records import (
     RESPONSE_KEYS,
@@ -330,7 +331,7 @@ def _write_results(results: Iterable[SampleResult], out: TextIO, errors: TextIO 
         if errors is not None:
             errors.write(_json_line(result.error_row()))
         else:
-            print(f"error: {result.error}", file=stderr)
+            print(terminal_safe(f"error: {result.error}"), file=stderr)  # ids and messages come from the data
     return rows, failed
 
 

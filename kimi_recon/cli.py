@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ._io import atomic_output, check_input, is_stdio, open_input, refuse_output_is_input, to_json_line
+from ._io import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
 from ._terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
 
@@ -31,11 +31,11 @@ def cmd_audit_tokens(args: argparse.Namespace) -> int:
     tok = _tokenizer(args)
     reports = [check_special_tokens(tok, profile=args.profile)]
     if args.constants:
-        with open_input(args.constants, "--constants") as f:
-            try:
-                constants = json.load(f)
-            except (ValueError, RecursionError) as err:
-                raise InputFileError(f"{args.constants} is not JSON: {err}", field="--constants") from None
+        data = read_whole(args.constants, "--constants")
+        try:
+            constants = json.loads(data)
+        except (ValueError, RecursionError) as err:
+            raise InputFileError(f"{args.constants} is not JSON: {err}", field="--constants") from None
         if not isinstance(constants, dict):
             raise InputFileError(f"{args.constants} must hold a JSON object of NAME: id, found {type(constants).__name__}", field="--constants")
         reports.append(check_token_ids(constants, tok, profile=args.profile))
@@ -103,8 +103,10 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
     template = None
     if args.chat_template is not None:
         check_input(args.chat_template, "--chat-template")
-        with open(args.chat_template, encoding="utf-8") as f:  # read before the output is touched
-            template = f.read()
+        try:  # read before the output is touched
+            template = read_whole(args.chat_template, "--chat-template").decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputFileError(f"{args.chat_template} is not UTF-8 text ({err.reason} at byte {err.start})", field="--chat-template") from None
     results = build_samples(
         args.input,
         args.tokenizer,
@@ -235,7 +237,10 @@ RECORD_RESPONSE = """\
   "response"   the API's answer: a whole chat completion, one of its choices, or the assistant
                message itself (also accepted under "turn" or "message"; a line with none of these
                keys is taken to be the response)
-  "id"         optional, any string or integer; named in errors and reports
+  "id"         optional, any string or integer; named in errors and reports"""
+
+#: The options any record may set.
+RECORD_OPTIONS = """\
   "profile", "thinking"   optional, override --profile / --no-thinking for this record"""
 
 AUDIT_HELP = f"""\
@@ -246,6 +251,7 @@ the full report as JSON and as one HTML page.
 Each input line is a JSON object:
 {RECORD_RESPONSE}
   "reference_ids"  the ids the model generated (also "output_ids" or "reference")
+{RECORD_OPTIONS}
   "usage", "provider", "messages"   optional: the server's token counts are checked when present
 
 Exit status: 0 passed; 1 a record could not be read (unless --allow-errors or within --max-errors),
@@ -264,6 +270,7 @@ cannot be read gets a row with "error" (naming its line) and null "output_ids"; 
 
 Each input line is a JSON object:
 {RECORD_RESPONSE}
+{RECORD_OPTIONS}
 
 Exit status: 0 every record rebuilt; 1 some rows hold an error; 2 bad usage or an unreadable file.
 
@@ -280,7 +287,11 @@ completes.
 Each input line is a JSON object:
   "messages"   the prompt: the chat messages before the assistant turn
   "tools"      optional: the tool declarations sent with it
-{RECORD_RESPONSE}
+  "response"   the API's answer: a whole chat completion, one of its choices, or the assistant
+               message itself (also accepted under "turn" or "message")
+  "id"         optional, any string or integer; the row's id ("line-N" when missing)
+{RECORD_OPTIONS}
+  "template_kwargs", "call_index_offset"   optional (docs/pitfalls.md, record options)
 
 Exit status: 0 every record became a row; 1 some records failed; 2 bad usage or an unreadable file.
 

@@ -155,3 +155,23 @@ def test_zstandard_input_without_the_package_says_what_to_install(tmp_path: Path
     monkeypatch.setitem(sys.modules, "zstandard", None)  # import fails as when not installed
     with pytest.raises(InputFileError, match=r"kimi-recon\[zstd\]"):
         list(iter_jsonl(path))
+
+
+@pytest.mark.parametrize("argv", [
+    ["audit-tokens", "--constants", "/dev/zero"],
+    ["build-samples", "IN", "--chat-template", "/dev/zero", "-o", "OUT"],
+])  # fmt: skip
+def test_files_read_whole_are_bounded_too(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Failed on the old code: json.load / f.read() of /dev/zero grew memory until MemoryError."""
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(jsonl_bytes(audit_rows()))
+    argv = [str(src) if a == "IN" else str(tmp_path / "out.jsonl") if a == "OUT" else a for a in argv]
+    assert main(argv) == 2
+    assert "/dev/zero is longer than" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_constants_with_a_byte_order_mark_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"IM_END_TOKEN_ID": 163586}).encode())
+    assert main(["audit-tokens", "--constants", str(path)]) == 0
