@@ -250,9 +250,9 @@ def test_dev_null_output_gets_no_sidecar_errors_file(tmp_path: Path) -> None:
     assert default_errors_path(str(tmp_path / "s.jsonl")) == str(tmp_path / "s.errors.jsonl")
 
 
-def test_build_samples_failures_listed_on_stderr_are_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Failed on the old code: with -o -, a failed record's id reached stderr raw."""
-    path = write_jsonl(tmp_path / "d.jsonl", [{"id": HOSTILE, "messages": []}])
-    assert main(["build-samples", str(path), "-o", "-"]) == 1
+def test_failures_listed_on_stderr_are_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Failed on the old code: with -o -, export listed a logged server error message on stderr raw."""
+    path = write_jsonl(tmp_path / "log.jsonl", [{"id": "p", "status": "error", "line": 1, "error": {"message": HOSTILE}}])
+    assert main(["export", str(path), "-o", "-"]) == 1
     err = capsys.readouterr().err
     assert "\\x1b]0;pwned" in err and "\x1b" not in err
