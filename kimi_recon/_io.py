@@ -218,7 +218,7 @@ def refuse_non_jsonl(raw: bytes, line_no: int, path: PathArg, field: str = "inpu
         ) from None
     except RecursionError:
         return
-    if isinstance(value, list):
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):  # a dataset as one array
         raise InputFileError(
             f"{name}: line {line_no} is a JSON array, not an object; kimi-recon reads JSON Lines, "
             "one object per line. If the array is the dataset, convert it first: jq -c '.[]' FILE > FILE.jsonl",

@@ -175,3 +175,11 @@ def test_constants_with_a_byte_order_mark_are_read(tmp_path: Path, capsys: pytes
     path = tmp_path / "c.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"IM_END_TOKEN_ID": 163586}).encode())
     assert main(["audit-tokens", "--constants", str(path)]) == 0
+
+
+@pytest.mark.parametrize("first", [b"[]", b"[1, 2]", b"[" * 5000])
+def test_a_first_line_that_is_not_an_array_of_records_is_one_record_error(tmp_path: Path, first: bytes) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(first + b"\n" + jsonl_bytes(audit_rows()[:1]))
+    report = audit_dataset(path, progress=False)
+    assert (report.total, report.error_count, report.exact_count) == (2, 1, 1)
