@@ -10,11 +10,15 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._io import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
 from ._terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
+
+if TYPE_CHECKING:
+    from ._training_rows import WriteSummary
+    from .dataset import DatasetAudit
 
 
 def _tokenizer(args: argparse.Namespace) -> Any:
@@ -90,7 +94,7 @@ def _training_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     return [("--output", args.output), ("--errors", errors)]
 
 
-def _training_summary(args: argparse.Namespace, summary: Any, command: str) -> int:
+def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: str) -> int:
     if summary.errors or not args.quiet:
         print(terminal_safe(summary.line(command)), file=sys.stderr)
     return 1 if summary.errors else 0
@@ -130,7 +134,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return _training_summary(args, write_training_rows(results, args.output, args.errors), "export")
 
 
-def _audit_failures(args: argparse.Namespace, report: Any) -> list[str]:
+def _audit_failures(args: argparse.Namespace, report: DatasetAudit) -> list[str]:
     """Why the audit fails, one reason a line (empty when it passes). See AUDIT_HELP's exit status."""
     failures = []
     readable = f"{report.compared} of {report.total} records compared, {report.error_count} unreadable"
@@ -142,7 +146,7 @@ def _audit_failures(args: argparse.Namespace, report: Any) -> list[str]:
     max_errors = None if allow else (args.max_errors or 0)
     if max_errors is not None and report.error_count > max_errors and report.compared:
         allowed = "--max-errors " + str(max_errors) if args.max_errors is not None else "none allowed; --allow-errors or --max-errors N to accept some"
-        failures.append(f"{report.error_count} records could not be read ({allowed})")
+        failures.append(f"{report.error_count} record{'s' if report.error_count != 1 else ''} could not be read ({allowed})")
     # Unreadable records count against the rates: 1 exact record of 10 lines is 10%, not "1/1".
     if args.min_exact is not None and report.exact_rate_of_all < args.min_exact:
         failures.append(f"exact rate {report.exact_rate_of_all:.4f} ({report.exact_count} of {report.total} records, {report.error_count} unreadable) is below --min-exact {args.min_exact}")

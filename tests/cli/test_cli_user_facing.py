@@ -59,7 +59,7 @@ def test_audit_fails_on_an_unreadable_record_unless_allowed(tmp_path: Path, caps
     """Failed on the old code: exit 0 with one record unreadable."""
     path = with_one_unreadable(tmp_path)
     assert main(["audit", str(path), "-q"]) == 1
-    assert "1 records could not be read" in capsys.readouterr().err
+    assert "1 record could not be read" in capsys.readouterr().err
     assert main(["audit", str(path), "-q", "--allow-errors"]) == 0
     assert main(["audit", str(path), "-q", "--max-errors", "1"]) == 0
     assert main(["audit", str(path), "-q", "--max-errors", "0"]) == 1
