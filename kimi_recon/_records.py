@@ -16,7 +16,7 @@ from . import responses
 from ._io import open_input
 from .compare import Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError, InvalidRecordError
-from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
+from .flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from .models import AssistantTurn
 from .reconstruct import Reconstruction, reconstruct_output_ids
 from .record_options import arrow_tools, parse_options
@@ -108,7 +108,7 @@ class RecordResult:
         if self.error is not None:
             return f"{ERROR}: {self.error}"
         assert self.comparison is not None
-        flags = f" [flags: {', '.join(f.code.value for f in self.flags)}]" if self.flags else ""
+        flags = f" [flags: {', '.join(f'{f.code.value} ({f.severity.value})' for f in self.flags)}]" if self.flags else ""
         return f"{self.where()}, source {self.source}{flags}: {self.comparison.explain()}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,7 +131,8 @@ class RecordResult:
 
         ``kind``, ``exact``, ``benign``, ``first_diff`` (-1 when none), ``region``, ``detail``,
         ``source``, ``flags`` (the codes comma-separated: :func:`~kimi_recon.flags.flag_codes_text`, since Arrow
-        cannot type a list that is empty in the first rows), ``error_field`` and ``error`` ("" when none).
+        cannot type a list that is empty in the first rows), ``max_severity`` (their highest severity, ``""`` for
+        none), ``error_field`` and ``error`` ("" when none).
         """
         c, e = self.comparison, self.error
         row: dict[str, Any] = {
@@ -143,6 +144,7 @@ class RecordResult:
             "detail": c.detail if c is not None else "",
             "source": self.source or "",
             "flags": flag_codes_text(self.flags),
+            "max_severity": max_severity(self.flags),
             "error_field": (e.field or "") if e is not None else "",
             "error": e.message if e is not None else "",
         }

@@ -98,6 +98,7 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
         template=template,
         workers=args.workers,
         progress=None,
+        drop_severity=args.drop_severity,
     )
     summary = write_training_rows(results, args.output, args.errors)
     print(summary.line("build-samples"), file=sys.stderr)
@@ -245,6 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="render prompts with this Jinja chat template instead of the profile's; a record's template_kwargs "
         "(e.g. {\"preserve_thinking\": true}) reach it as variables",
+    )
+    p.add_argument(
+        "--drop-severity",
+        choices=("info", "risk", "loss"),
+        default=None,
+        help="send records with a flag of this severity or above to the errors file (loss: ids that almost surely "
+        "differ from the model's; risk: also those that may differ)",
     )
     p.set_defaults(func=cmd_build_samples)
 

@@ -37,6 +37,7 @@ from typing import Any
 from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
 from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidRecordError, preview
+from .flags import max_severity, severity_of
 from .profiles import get_profile
 from .usage_stats import TokenCountTally, report_lines
 
@@ -117,6 +118,8 @@ class DatasetAudit:
     #: The usage check per provider (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
     token_counts: Mapping[str, Any] = field(default_factory=dict)
     breakdown: AuditBreakdown | None = None  # first-difference histogram and worst records, for reports
+    #: Compared records by the highest severity among their flags (``"none"``: no flag).
+    severity_counts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def compared(self) -> int:
@@ -174,7 +177,13 @@ class DatasetAudit:
         if self.source_counts:
             lines.append("  ids from: " + ", ".join(f"{k} {v}" for k, v in sorted(self.source_counts.items())))
         if self.flag_counts:
-            lines.append("  flags: " + ", ".join(f"{k} {v}" for k, v in sorted(self.flag_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+            lines.append("  flags: " + ", ".join(f"{k} ({_severity_text(k)}) {v}" for k, v in sorted(self.flag_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+        if self.severity_counts:
+            lines.append(
+                "  records by worst flag: "
+                + ", ".join(f"{s} {self.severity_counts.get(s, 0)}" for s in SEVERITY_ORDER)
+                + " (drop loss before training; see docs/pitfalls.md)"
+            )
         if self.error_count:
             lines.append(f"  errors ({self.error_count}):")
             lines += [f"    {e}" for e in self.errors]
@@ -215,6 +224,8 @@ class DatasetAudit:
             "errors": [e.to_dict() for e in self.errors],
             "examples": {k: [r.to_dict() for r in v] for k, v in self.examples.items()},
             "flag_counts": dict(self.flag_counts),
+            "flag_severities": {k: _severity_text(k) for k in self.flag_counts},
+            "severity_counts": dict(self.severity_counts),
             "source_counts": dict(self.source_counts),
             "profile": self.profile,
             "thinking": self.thinking,
@@ -223,6 +234,17 @@ class DatasetAudit:
             "exact_rate_of_all": self.exact_rate_of_all,
             **(self.breakdown.to_dict() if self.breakdown is not None else {}),
         }
+
+
+#: The order severities are listed in, worst first (``none``: records without a flag).
+SEVERITY_ORDER: tuple[str, ...] = ("loss", "risk", "info", "none")
+
+
+def _severity_text(code: str) -> str:
+    try:
+        return severity_of(code).value
+    except InvalidInputError:  # a code of another version, read from an older report
+        return "unknown"
 
 
 def _pct(x: float) -> str:
@@ -266,6 +288,7 @@ class _Tally:
         self.error_count = 0
         self.errors: list[RecordError] = []
         self.flags: Counter[str] = Counter()
+        self.severities: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()
         self.token_counts = TokenCountTally()
         self.heaps: WorstHeaps = {}
@@ -284,6 +307,7 @@ class _Tally:
         assert comparison is not None
         self.counts[comparison.kind] += 1
         self.flags.update({f.code.value for f in result.flags})
+        self.severities[max_severity(result.flags) or "none"] += 1
         self.token_counts.add(result.provider, result.token_counts)
         if result.source:
             self.sources[result.source] += 1
@@ -310,6 +334,7 @@ class _Tally:
             elapsed=elapsed,
             token_counts=self.token_counts.to_dict(),
             breakdown=self.breakdown.freeze(),
+            severity_counts=dict(self.severities),
         )
 
 

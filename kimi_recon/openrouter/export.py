@@ -16,7 +16,7 @@ from typing import Any
 from .._training_rows import SampleResult, _failure, row_of_sample
 from ..dataset import iter_jsonl, record_id
 from ..errors import InvalidInputError
-from ..flags import flag_codes_text, flags_from_json
+from ..flags import flag_codes_text, flags_from_json, max_severity
 from ..training import TrainingSample
 
 
@@ -59,6 +59,7 @@ def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = Fals
         raise InvalidInputError("the turn was cut (truncated) and --skip-truncated is set", field="truncated")
     training = row_of_sample(_sample(row), record_id(row))
     training["flags"] = flag_codes_text(flags)  # the log's flags: the adapter's and the rebuild's
+    training["max_severity"] = max_severity(flags)
     counts = row.get("token_counts")
     training["token_counts"] = json.dumps(counts) if isinstance(counts, Mapping) else ""
     return training
