@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from . import responses
 from ._io import open_input
@@ -22,6 +22,9 @@ from .reconstruct import Reconstruction, reconstruct_output_ids
 from .record_options import arrow_tools, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
+
+if TYPE_CHECKING:
+    from .servers import ServerProfile
 
 #: Keys a record may hold its response under, in the order they are looked for.
 RESPONSE_KEYS: tuple[str, ...] = ("response", "turn", "message")
@@ -86,6 +89,7 @@ class RecordResult:
     error: RecordError | None = None
     token_counts: TokenCounts | None = None
     provider: str | None = None
+    server: str | None = None
 
     @property
     def kind(self) -> str:
@@ -123,6 +127,7 @@ class RecordResult:
             "comparison": self.comparison.to_dict() if self.comparison is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
             "provider": self.provider,
+            "server": self.server,
             "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
         }
 
@@ -259,6 +264,7 @@ def reconstruct_record(
     profile: str = "kimi-k2.5",
     thinking: bool = True,
     use_logprobs: bool = True,
+    server: str | None = None,
 ) -> Reconstruction:
     """The output ids of one record's response (a JSON line is parsed first).
 
@@ -269,7 +275,7 @@ def reconstruct_record(
     """
     rec = _as_record(record, None)
     try:
-        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs)[1]
+        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs, server)[1]
     except InvalidInputError as err:
         raise err.with_sample(record_id(rec)) from None
 
@@ -284,21 +290,39 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
     raise InvalidInputError(f"is missing: a record needs one of {', '.join(RESPONSE_KEYS)}", field=RESPONSE_KEYS[0])
 
 
+def record_server(rec: Mapping[str, Any], server: str | None = None) -> ServerProfile:
+    """The server of a record: its ``server`` field, else ``server``, else what its response reveals, else unknown."""
+    from .servers import server_of
+
+    found = _pick(rec, RESPONSE_KEYS)
+    return server_of(rec, found[1] if found is not None else rec, server)
+
+
 def _reconstruct(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool, server: str | None = None
 ) -> tuple[AssistantTurn, Reconstruction]:
     """The record's turn and its reconstruction, without the usage check (which may render the prompt)."""
     turn = turn_of_record(rec)
     prof, think, offset = _options(rec, profile, thinking)
-    return turn, reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
+    usage = rec.get("usage")
+    return turn, reconstruct_output_ids(
+        turn,
+        tok,
+        prof,
+        think,
+        call_index_offset=offset,
+        use_logprobs=use_logprobs,
+        server=record_server(rec, server),
+        usage=usage if isinstance(usage, Mapping) else None,
+    )
 
 
 def _reconstruct_checked(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool, server: str | None = None
 ) -> tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]:
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
-    turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs)
-    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, recon.profile, recon.thinking)
+    turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs, server)
+    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server)
     flags = recon.flags + unchecked + (counts.flags() if counts is not None else ())
     provider = rec.get("provider", turn.metadata.get("provider"))
     return recon, counts, flags, provider if isinstance(provider, str) else None
@@ -312,6 +336,7 @@ def record_token_counts(
     profile: str,
     thinking: bool,
     prompt_len: int | None = None,
+    server: str | ServerProfile | None = None,
 ) -> tuple[TokenCounts | None, tuple[Flag, ...]]:
     """The usage check of one record (None when it carries no ``usage``) and the flags of figures that
     could not be checked.
@@ -319,7 +344,8 @@ def record_token_counts(
     ``usage`` is the record's own or its response's. The prompt length is ``prompt_len`` when given,
     else the record's ``messages`` (and ``tools``) rendered and encoded, else its ``prompt_ids``' length.
     A prompt that cannot be rendered leaves ``prompt_tokens`` unchecked (code ``prompt_tokens_unchecked``)
-    rather than failing the record.
+    rather than failing the record. ``server`` pins the counting convention its ``completion_tokens``
+    follows (:attr:`~kimi_recon.servers.ServerProfile.completion_conventions`; None or unknown: any known one).
     """
     usage = rec.get("usage")
     if not isinstance(usage, Mapping):
@@ -340,7 +366,12 @@ def record_token_counts(
                 unchecked = (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, why, f"usage.{PROMPT}"),)
         elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
             prompt_len = len(prompt_ids)
-    counts = check_with_profile(usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
+    from .servers import get_server
+
+    pinned = get_server(server).completion_conventions if server is not None else frozenset()
+    counts = check_with_profile(
+        usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"), completion_conventions=pinned or None
+    )
     return counts, unchecked
 
 
@@ -353,13 +384,16 @@ def audit_record(
     use_logprobs: bool = True,
     index: int = 0,
     line: int | None = None,
+    server: str | None = None,
 ) -> RecordResult:
     """Reconstruct one record's output ids and compare them with its reference ids. Never raises on bad data.
 
     ``tokenizer`` is a :class:`KimiTokenizer` or a source (None = bundled, a directory, a Hub id) that
     is loaded once per process. A malformed record (not JSON, no response, bad turn, reference ids
     missing or out of the vocabulary) gives a result whose ``error`` names the field; any other
-    exception is reported the same way with its type, so one bad record never stops a batch.
+    exception is reported the same way with its type, so one bad record never stops a batch. ``server``
+    names the server that produced the response (see :func:`~kimi_recon.reconstruct.reconstruct_output_ids`);
+    the record's ``server`` field wins.
     """
     rid: str | None = None
     try:
@@ -371,13 +405,13 @@ def audit_record(
         if ref_found is None:
             raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
         reference = check_ids(ref_found[1], tok, ref_found[0])
-        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
+        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs, server)
         # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
         comparison = compare_checked_ids(reference, recon.ids, tokenizer_for_profile(tok, recon.profile))
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         error = record_error(index, line, rid, err)
         return RecordResult(index, error.line, rid, error=error)
-    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider)
+    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider, server=recon.server)
 
 
 def audit_row(
@@ -388,6 +422,7 @@ def audit_row(
     thinking: bool = True,
     use_logprobs: bool = True,
     prefix: str = "audit_",
+    server: str | None = None,
 ) -> dict[str, Any]:
     """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``.
 
@@ -395,7 +430,7 @@ def audit_row(
     (:func:`~kimi_recon.record_options.arrow_tools`)."""
     if isinstance(record, Mapping) and "tools" in record:
         record = {**record, "tools": arrow_tools(record["tools"])}
-    return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs).to_row(prefix)
+    return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, server=server).to_row(prefix)
 
 
 def audit_batch(
@@ -406,6 +441,7 @@ def audit_batch(
     thinking: bool = True,
     use_logprobs: bool = True,
     prefix: str = "audit_",
+    server: str | None = None,
 ) -> dict[str, list[Any]]:
     """Column-wise :func:`audit_row` over a batch (``dataset.map(audit_batch, batched=True)``, Ray ``map_batches``).
 
@@ -415,7 +451,9 @@ def audit_batch(
     n = len(batch[columns[0]]) if columns else 0
     out: dict[str, list[Any]] = {}
     for i in range(n):
-        row = audit_row({c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix)
+        row = audit_row(
+            {c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix, server=server
+        )
         for k, v in row.items():
             out.setdefault(k, []).append(v)
     if not out:

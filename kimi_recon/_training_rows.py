@@ -99,13 +99,14 @@ def training_row(
     thinking: bool = True,
     template: str | None = None,
     drop_severity: Severity | str | None = None,
+    server: str | None = None,
 ) -> dict[str, Any]:
     """One record's training row (see the module doc); raises :class:`InvalidInputError` naming the field and id.
 
     ``template`` replaces the profile's chat template for the prompt (see :func:`~kimi_recon.training.sample_from_record`).
     ``drop_severity`` (e.g. ``"loss"``) refuses a record with a flag at or above it (field ``flags``)."""
     tok = get_tokenizer(tokenizer)
-    sample = sample_from_record(record, tok, profile=profile, thinking=thinking, template=template)
+    sample = sample_from_record(record, tok, profile=profile, thinking=thinking, template=template, server=server)
     rid = record_id(record)
     try:
         return row_of_sample(sample, rid, drop_severity)
@@ -151,13 +152,14 @@ def sample_result(
     index: int = 0,
     line: int | None = None,
     drop_severity: Severity | str | None = None,
+    server: str | None = None,
 ) -> SampleResult:
     """:func:`training_row` that never raises: a record's failure (of any kind) is a result with an error."""
     rid: str | None = None
     try:
         rec = _as_record(record, line)
         rid = record_id(rec)
-        row = training_row(rec, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity)
+        row = training_row(rec, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server)
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         return _failure(index, line, rid, err)
     if row["id"] is None:
@@ -175,7 +177,9 @@ def _sample_chunk(
 ) -> list[SampleResult]:
     tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
     return [
-        sample_result(rec, tok, profile=job.profile, thinking=job.thinking, template=template, index=i, line=line, drop_severity=drop_severity)
+        sample_result(
+            rec, tok, profile=job.profile, thinking=job.thinking, template=template, index=i, line=line, drop_severity=drop_severity, server=job.server
+        )
         for i, line, rec in items
     ]
 
@@ -191,6 +195,7 @@ def build_samples(
     chunk_size: int = 16,
     progress: bool | None = False,
     drop_severity: Severity | str | None = None,
+    server: str | None = None,
 ) -> Generator[SampleResult, None, None]:
     """A :class:`SampleResult` for every record of a JSONL path or an iterable, lazily and in input order.
 
@@ -202,7 +207,11 @@ def build_samples(
     drop = None if drop_severity is None else Severity(drop_severity).value
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
-    job = _Job(source, profile, thinking, True)
+    if server is not None:
+        from .servers import get_server
+
+        get_server(server)  # a typo fails the call, not every record
+    job = _Job(source, profile, thinking, True, server)
     with _progress_bar(records, progress, "build-samples") as bar:
         work = functools.partial(_sample_chunk, template=template, drop_severity=drop)  # picklable: a module function and strings
         for result in _stream(records, work, job, tok, n, chunk_size, slim=False):
@@ -266,6 +275,7 @@ def sample_batch(
     thinking: bool = True,
     template: str | None = None,
     drop_severity: Severity | str | None = None,
+    server: str | None = None,
 ) -> dict[str, list[Any]]:
     """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
 
@@ -294,7 +304,7 @@ def sample_batch(
         rid = record_id({"id": _plain(batch["id"][i])}) if "id" in batch else None
         try:
             record = _batch_record(batch, columns, i)
-            row = training_row(record, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity)
+            row = training_row(record, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server)
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
             row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "max_severity": "", "token_counts": ""}

@@ -69,7 +69,13 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
 
     _check_files(args, [("--output", args.output)])
     results = reconstruct_records(
-        args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=None
+        args.input,
+        args.tokenizer,
+        profile=args.profile,
+        thinking=not args.no_thinking,
+        workers=args.workers,
+        progress=None,
+        server=args.server,
     )
     return _write_rows(args.output, (r.to_dict() for r in results), "reconstructed")
 
@@ -99,6 +105,7 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=None,
         drop_severity=args.drop_severity,
+        server=args.server,
     )
     summary = write_training_rows(results, args.output, args.errors)
     print(summary.line("build-samples"), file=sys.stderr)
@@ -132,6 +139,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         thinking=not args.no_thinking,
         workers=args.workers,
         worst=args.html_examples,
+        server=args.server,
     )
     # With --json - (or --html -), stdout carries that report alone and the readable summary goes to stderr.
     to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
@@ -203,6 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
     def with_format(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct, kimi-k3")
         p.add_argument("--no-thinking", action="store_true", help="the turns were generated with thinking off")
+        p.add_argument(
+            "--server",
+            default=None,
+            help="the server whose parsers produced the responses: vllm==0.15.1, vllm==0.33.0, sglang==0.5.23, vllm, "
+            "sglang (newest known), none (raw model text); default: what each response reveals, else unknown (may "
+            "lose whatever any known parser loses). A record's own server field wins",
+        )
         return p
 
     p = with_tokenizer(sub.add_parser("audit-tokens", help="check the tokenizer's special tokens (and your constants) against the Kimi registry"))

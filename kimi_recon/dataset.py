@@ -247,6 +247,16 @@ def _severity_text(code: str) -> str:
         return "unknown"
 
 
+def _server_name(server: str | None) -> str | None:
+    """``server`` checked once up front (a typo fails the call, not every record)."""
+    if server is None:
+        return None
+    from .servers import get_server
+
+    get_server(server)
+    return server
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
@@ -264,15 +274,17 @@ def reconstruct_records(
     workers: int | None = 1,
     chunk_size: int = 64,
     progress: bool | None = False,
+    server: str | None = None,
 ) -> Generator[RecordReconstruction, None, None]:
     """Rebuild the output ids of every record of a JSONL path or an iterable, lazily and in input order.
 
     Malformed records come back with ``error`` set instead of stopping the stream. ``workers`` > 1
-    (None or 0: all cores) uses a process pool with bounded work in flight.
+    (None or 0: all cores) uses a process pool with bounded work in flight. ``server`` names the server
+    that produced the responses (:mod:`kimi_recon.servers`; a record's ``server`` field wins).
     """
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
-    job = _Job(source, profile, thinking, use_logprobs)
+    job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
     with _progress_bar(records, progress, "reconstruct") as bar:
         for result in _stream(records, _reconstruct_chunk, job, tok, n, chunk_size):
             bar.update(1)
@@ -351,6 +363,7 @@ def audit_dataset(
     max_errors: int = 100,
     chunk_size: int = 64,
     worst: int = DEFAULT_WORST,
+    server: str | None = None,
 ) -> DatasetAudit:
     """Audit every record of a JSONL file (a ``str`` or path) or an iterable of records (see the module doc).
 
@@ -360,7 +373,9 @@ def audit_dataset(
     ``chunk_size`` records over a process pool, at most ``4 * workers`` chunks in flight, the tokenizer
     loaded once per worker; the result is the same as with ``workers=1``. ``progress`` None shows a
     tqdm bar when stderr is a terminal. No record is dropped: a malformed one is counted as an error
-    with its line number (JSONL) or index, and the others are processed.
+    with its line number (JSONL) or index, and the others are processed. ``server`` names the server that
+    produced the responses (:mod:`kimi_recon.servers`: what its parsers can lose, how it counts; a record's
+    ``server`` field wins; None: what each response reveals, else unknown).
     """
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
         raise InvalidInputError(f"must be a non-negative integer, got {preview(examples)}", field="examples")
@@ -369,7 +384,7 @@ def audit_dataset(
     get_profile(profile)
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
-    job = _Job(source, profile, thinking, use_logprobs)
+    job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
     tally = _Tally(examples, max_errors, worst)
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:

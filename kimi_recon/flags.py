@@ -135,6 +135,11 @@ class FlagCode(str, enum.Enum):
     REASONING_SOURCES_DISAGREE = "reasoning_sources_disagree"
     SAMPLE_OUTPUT_MISMATCH = "sample_output_mismatch"
     API_KEY_IN_TEXT = "api_key_in_text"
+    # what a server's parsers can lose (kimi_recon.servers, kimi_recon.reconstruct)
+    SERVER_MAY_HAVE_LOST = "server_may_have_lost"
+    SERVER_TOKEN_IDS_USED = "server_token_ids_used"
+    SERVER_TOKEN_IDS_UNUSABLE = "server_token_ids_unusable"
+    THINK_END_OMITTED = "think_end_omitted"
 
     def __str__(self) -> str:  # the value, not "FlagCode.TRUNCATED", in messages on every Python version
         return self.value
@@ -175,6 +180,10 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.REASONING_SOURCES_DISAGREE: _R,
     FlagCode.SAMPLE_OUTPUT_MISMATCH: _L,
     FlagCode.API_KEY_IN_TEXT: _L,  # the text was redacted
+    FlagCode.SERVER_MAY_HAVE_LOST: _R,  # the server's parser can lose text on a turn of this shape
+    FlagCode.SERVER_TOKEN_IDS_USED: _I,  # the ids the server generated, checked against the vocabulary
+    FlagCode.SERVER_TOKEN_IDS_UNUSABLE: _R,
+    FlagCode.THINK_END_OMITTED: _R,  # decided by usage.completion_tokens under the server's convention
 }
 
 

@@ -13,7 +13,7 @@ way against ``completion_tokens_details.reasoning_tokens`` when the server gives
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,14 +160,26 @@ class TokenCounts:
         return cls(checks.get(COMPLETION), checks.get(PROMPT), checks.get(REASONING))
 
 
-def check_count(field: str, reported: int, rebuilt: int, *, closed: bool, eos_allowed: bool = False) -> CountCheck:
+def check_count(
+    field: str,
+    reported: int,
+    rebuilt: int,
+    *,
+    closed: bool,
+    eos_allowed: bool = False,
+    allowed: Collection[Convention] | None = None,
+) -> CountCheck:
     """``reported`` against ``rebuilt`` ids; ``closed``: the ids end with their span's closing token
-    (so a server may leave it out); ``eos_allowed``: a server may count an ``[EOS]`` after it."""
+    (so a server may leave it out); ``eos_allowed``: a server may count an ``[EOS]`` after it.
+    ``allowed`` pins the conventions the server follows (None: any that applies), so a row that fits
+    only another one is a mismatch, not explained away."""
     conventions = [Convention.EXACT]
     if closed:
         conventions.append(Convention.WITHOUT_STOP)
         if eos_allowed:
             conventions.append(Convention.WITH_EOS)
+    if allowed is not None:
+        conventions = [c for c in conventions if c in allowed]
     found = next((c for c in conventions if c.expected(rebuilt) == reported), None)
     return CountCheck(field, reported, rebuilt, found)
 
@@ -209,18 +221,24 @@ def check_token_counts(
     eos_id: int | None = None,
     think_end_id: int | None = None,
     cut_in_reasoning: bool = False,
+    completion_conventions: Collection[Convention | str] | None = None,
 ) -> TokenCounts:
     """Every figure of ``usage`` that can be checked, against ``output_ids`` and ``prompt_len``.
 
     ``stop_id`` ends a finished turn and ``eos_id`` is the ``[EOS]`` a server may count after it (take
     both from the profile); ``think_end_id`` closes the reasoning. ``cut_in_reasoning``: the turn was
-    cut by the length limit inside its reasoning (its ids are all reasoning).
+    cut by the length limit inside its reasoning (its ids are all reasoning). ``completion_conventions``
+    pins how the server counts ``completion_tokens`` (e.g. ``{"exact"}`` for vLLM and SGLang: every generated
+    id, the stop token included); None accepts any known convention.
     """
     prompt_reported, completion_reported, reasoning_reported = reported_counts(usage)
+    allowed = None if completion_conventions is None else {Convention(c) for c in completion_conventions}
     completion = reasoning = prompt = None
     if output_ids is not None and completion_reported is not None:
         closed = bool(output_ids) and output_ids[-1] == stop_id
-        completion = check_count(COMPLETION, completion_reported, len(output_ids), closed=closed, eos_allowed=eos_id is not None)
+        completion = check_count(
+            COMPLETION, completion_reported, len(output_ids), closed=closed, eos_allowed=eos_id is not None, allowed=allowed
+        )
     if output_ids is not None and reasoning_reported is not None:
         span = reasoning_span(output_ids, think_end_id, cut_in_reasoning=cut_in_reasoning)
         if span is not None:
@@ -237,9 +255,10 @@ def check_with_profile(
     profile: str | ChatProfile,
     *,
     truncated_in: str | None = None,
+    completion_conventions: Collection[Convention | str] | None = None,
 ) -> TokenCounts:
     """:func:`check_token_counts` with the closing tokens of ``profile``; ``truncated_in`` is the turn's
-    ``metadata["truncated_in"]`` (where a length cut fell)."""
+    ``metadata["truncated_in"]`` (where a length cut fell); ``completion_conventions`` as there."""
     prof = get_profile(profile)
     return check_token_counts(
         usage,
@@ -249,4 +268,5 @@ def check_with_profile(
         eos_id=prof.eos_token_id,
         think_end_id=prof.think_end_token_id,
         cut_in_reasoning=truncated_in == "reasoning",
+        completion_conventions=completion_conventions,
     )

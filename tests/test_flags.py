@@ -188,19 +188,20 @@ def test_every_output_writes_the_same_flag_objects_and_training_columns_their_co
         "messages": [{"role": "user", "content": "Hi"}],
         "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}], "usage": {"completion_tokens": len(ids) + 5}},
         "reference_ids": ids,
+        "server": "none",  # no server parser's losses: the flags here are the renderer's and the usage check's
     }
     result = audit_record(record, tok)
-    codes = [FlagCode.FOREIGN_TOOL_CALL_ID, FlagCode.COMPLETION_TOKENS_MISMATCH]
+    codes = [FlagCode.REPLACED_TOOL_CALL_ID, FlagCode.COMPLETION_TOKENS_MISMATCH]
     assert [f.code for f in result.flags] == codes and result.flags[-1].delta == 5
     objects = flags_to_json(result.flags)
-    assert objects[0] == {"code": "foreign_tool_call_id", "severity": "loss", "message": result.flags[0].message, "field": "tool_calls[0].id"}
+    assert objects[0] == {"code": "replaced_tool_call_id", "severity": "risk", "message": result.flags[0].message, "field": "tool_calls[0].id"}
     assert objects[1]["delta"] == 5 and objects[1]["field"] == "usage.completion_tokens"
     assert result.to_dict()["flags"] == objects
     (rebuilt,) = reconstruct_records([record], tok, progress=False)
     assert rebuilt.to_dict()["flags"] == objects
     sample = sample_from_record(record, tok)
     assert sample.to_dict()["flags"] == objects
-    assert training_row(record, tok)["flags"] == audit_row(record, tok)["audit_flags"] == "foreign_tool_call_id,completion_tokens_mismatch"
+    assert training_row(record, tok)["flags"] == audit_row(record, tok)["audit_flags"] == "replaced_tool_call_id,completion_tokens_mismatch"
 
 
 # -- why training rows keep the flat form ---------------------------------------------------------
@@ -260,11 +261,11 @@ def test_the_html_report_shows_the_codes_of_flag_objects_and_of_an_older_reports
     from kimi_recon._report_html import render_html
 
     ids = reconstruct_output_ids(TURN, tok).ids
-    record = {"id": "r", "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}]}, "reference_ids": ids[1:]}
+    record = {"id": "r", "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}]}, "reference_ids": ids[1:], "server": "none"}
     report = json.loads(json.dumps(audit_dataset([record], tok, progress=False).to_dict()))
     (worst,) = report["worst"]
-    assert [f["code"] for f in worst["flags"]] == ["foreign_tool_call_id"]
-    chip = '<span class="flag sev-loss">foreign_tool_call_id</span>'
+    assert [f["code"] for f in worst["flags"]] == ["replaced_tool_call_id"]
+    chip = '<span class="flag sev-risk">replaced_tool_call_id</span>'
     assert chip in render_html(report)
-    worst["flags"] = ["foreign_tool_call_id"]  # how reports were written before flags became objects
+    worst["flags"] = ["replaced_tool_call_id"]  # how reports were written before flags became objects
     assert chip in render_html(report)

@@ -21,7 +21,8 @@ CASES = read_jsonl(OFFICIAL / "turns.jsonl")
 
 def _case(i: int = 0) -> dict[str, Any]:
     c = CASES[i]
-    return {"id": f"c{i}", "messages": c["messages"], "tools": c["tools"], "turn": c["turn"], "thinking": c["thinking"]}
+    # official turns, never through a server parser: the flags are the renderer's alone
+    return {"id": f"c{i}", "messages": c["messages"], "tools": c["tools"], "turn": c["turn"], "thinking": c["thinking"], "server": "none"}
 
 
 def _cut(record: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +72,7 @@ def test_training_rows_carry_max_severity_beside_the_codes(tok: KimiTokenizer) -
 
 def test_sample_batch_drop_severity_turns_rows_at_or_above_it_into_error_rows(tok: KimiTokenizer) -> None:
     records = [_case(), _cut(_case()), _with_summary_reasoning(_case())]
-    batch = {k: [r[k] for r in records] for k in ("id", "messages", "tools", "turn", "thinking")}
+    batch = {k: [r[k] for r in records] for k in ("id", "messages", "tools", "turn", "thinking", "server")}
     kept = sample_batch(batch, tok)
     assert kept["error"] == [None, None, None] and kept["max_severity"] == ["", "risk", "loss"]
     dropped = sample_batch(batch, tok, drop_severity="loss")
