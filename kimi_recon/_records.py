@@ -322,7 +322,9 @@ def _reconstruct_checked(
 ) -> tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]:
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
     turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs, server)
-    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server)
+    counts, unchecked = record_token_counts(
+        rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server, reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED)
+    )
     flags = recon.flags + unchecked + (counts.flags() if counts is not None else ())
     provider = rec.get("provider", turn.metadata.get("provider"))
     return recon, counts, flags, provider if isinstance(provider, str) else None
@@ -337,6 +339,7 @@ def record_token_counts(
     thinking: bool,
     prompt_len: int | None = None,
     server: str | ServerProfile | None = None,
+    reasoning_into_tools: bool = False,
 ) -> tuple[TokenCounts | None, tuple[Flag, ...]]:
     """The usage check of one record (None when it carries no ``usage``) and the flags of figures that
     could not be checked.
@@ -370,7 +373,13 @@ def record_token_counts(
 
     pinned = get_server(server).completion_conventions if server is not None else frozenset()
     counts = check_with_profile(
-        usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"), completion_conventions=pinned or None
+        usage,
+        output_ids,
+        prompt_len,
+        profile,
+        truncated_in=turn.metadata.get("truncated_in"),
+        completion_conventions=pinned or None,
+        reasoning_into_tools=reasoning_into_tools,
     )
     return counts, unchecked
 

@@ -360,9 +360,10 @@ def _turn_from_parts(
             sample,
         )
     normalised = _finish_reason(finish_reason, native)
-    # A model that generated only its stop token gives an empty message that finished with "stop": that is
-    # a turn (rebuilt as the stop token; the usage check and the server flags say when more was generated).
-    if not lenient and not content and not calls and not reasoning and reasoning_complete and normalised != "stop":
+    # A model that generated only its stop token gives an empty message that finished with "stop", and one
+    # stopped before its first token by the length limit an empty "length" one: both are turns (the usage
+    # check and the server flags say when more was generated).
+    if not lenient and not content and not calls and not reasoning and reasoning_complete and normalised not in ("stop", "length"):
         raise _fail("has neither content nor tool calls nor reasoning", mwhere or "message", sample)
 
     metadata: dict[str, Any] = {"call_index_offset": call_index_offset}

@@ -192,16 +192,19 @@ UNKNOWN: Final[ServerProfile] = ServerProfile(
 #: No server parser in between (raw model text, official data).
 NO_SERVER: Final[ServerProfile] = ServerProfile("none", "no server parser: the fields are what the model wrote", frozenset())
 #: Every name :func:`get_server` takes.
-KNOWN_SERVERS: Final[tuple[str, ...]] = (*SERVERS, *_NEWEST, "unknown", "none")
+KNOWN_SERVERS: Final[tuple[str, ...]] = (*SERVERS, *_NEWEST, *(f"{f}*" for f in _NEWEST), "unknown", "none")
 
 
 def get_server(server: str | ServerProfile | None) -> ServerProfile:
     """The profile of ``server``: a :data:`SERVERS` name, ``"vllm"``/``"sglang"`` (newest known),
-    ``"unknown"`` or None (:data:`UNKNOWN`), ``"none"`` (:data:`NO_SERVER`), or a profile as is."""
+    ``"unknown"`` or None (:data:`UNKNOWN`), ``"none"`` (:data:`NO_SERVER`), ``"vllm*"``/``"sglang*"`` (any
+    known build of the family: what :func:`detect_server` finds), or a profile as is."""
     if isinstance(server, ServerProfile):
         return server
     if server is None or server == "unknown":
         return UNKNOWN
+    if isinstance(server, str) and server.endswith("*") and server[:-1] in _NEWEST:
+        return _family(server[:-1])
     if server == "none":
         return NO_SERVER
     if isinstance(server, str):
@@ -216,6 +219,19 @@ def get_server(server: str | ServerProfile | None) -> ServerProfile:
     raise InvalidInputError(f"unknown server {preview(server)}; expected one of {list(KNOWN_SERVERS)} or NAME==VERSION", field="server")
 
 
+def _family(family: str) -> ServerProfile:
+    """Every known build of ``family`` at once: the union of their losses, the conventions all of them follow."""
+    builds = [s for name, s in SERVERS.items() if name.split("==", 1)[0] == family]
+    conventions = frozenset.intersection(*(b.completion_conventions for b in builds))
+    return ServerProfile(
+        f"{family}*",
+        f"a {family} build, which one unknown: may lose what any known {family} build loses",
+        frozenset().union(*(b.losses for b in builds)),
+        conventions,
+        tuple(dict.fromkeys(f for b in builds for f in b.token_ids_fields)),
+    )
+
+
 _VLLM_TOOL_ID = re.compile(r"chatcmpl-tool-[0-9a-f]+")
 
 
@@ -223,7 +239,9 @@ def detect_server(response: object) -> str | None:
     """The server a chat completion reveals, when it does reliably, else None.
 
     SGLang writes ``matched_stop``, ``response_token_ids`` or ``sglext`` on its choices; vLLM ``stop_reason``
-    or ``token_ids``; vLLM 0.15.1 issues ``chatcmpl-tool-…`` call ids.
+    or ``token_ids``, and issues ``chatcmpl-tool-…`` call ids (0.15.1 for K2, later builds for K3). The build
+    does not show, so what is found is the family: ``"sglang*"`` or ``"vllm*"``, every known build of it
+    (:func:`get_server` reads these names).
     """
     if not isinstance(response, Mapping):
         return None
@@ -232,13 +250,14 @@ def detect_server(response: object) -> str | None:
     if choice is None:
         return None
     if "matched_stop" in choice or "response_token_ids" in choice or "sglext" in choice or "sglext" in response:
-        return "sglang"
+        return "sglang*"
     message = choice.get("message")
     calls = message.get("tool_calls") if isinstance(message, Mapping) else None
-    if isinstance(calls, list) and any(isinstance(c, Mapping) and isinstance(c.get("id"), str) and _VLLM_TOOL_ID.fullmatch(c["id"]) for c in calls):
-        return "vllm==0.15.1"
-    if "stop_reason" in choice or "token_ids" in choice:
-        return "vllm"
+    vllm_ids = isinstance(calls, list) and any(
+        isinstance(c, Mapping) and isinstance(c.get("id"), str) and _VLLM_TOOL_ID.fullmatch(c["id"]) for c in calls
+    )
+    if vllm_ids or "stop_reason" in choice or "token_ids" in choice:
+        return "vllm*"
     return None
 
 

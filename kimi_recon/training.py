@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
-from .flags import Flag, flags_to_json
+from .flags import Flag, FlagCode, flags_to_json
 from .models import AssistantTurn
 from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
@@ -319,7 +319,15 @@ def sample_from_record(
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
     counts, _ = record_token_counts(
-        record, turn, sample.output_ids, tok, options.profile.name, options.thinking, prompt_len=sample.prompt_len, server=srv
+        record,
+        turn,
+        sample.output_ids,
+        tok,
+        options.profile.name,
+        options.thinking,
+        prompt_len=sample.prompt_len,
+        server=srv,
+        reasoning_into_tools=any(f.code is FlagCode.THINK_END_OMITTED for f in sample.flags),
     )
     if counts is None:
         return sample

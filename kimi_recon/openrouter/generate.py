@@ -282,7 +282,13 @@ def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, 
 
     pinned = get_server(server if server is not None else turn.metadata.get("server_detected")).completion_conventions
     counts = check_with_profile(
-        usage, rebuilt.output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"), completion_conventions=pinned or None
+        usage,
+        rebuilt.output_ids,
+        prompt_len,
+        profile,
+        truncated_in=turn.metadata.get("truncated_in"),
+        completion_conventions=pinned or None,
+        reasoning_into_tools=any(f.code is FlagCode.THINK_END_OMITTED for f in rebuilt.flags),
     )
     return replace(rebuilt, flags=flags, token_counts=counts)
 
