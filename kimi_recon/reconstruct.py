@@ -158,12 +158,18 @@ _COUNT_VISIBLE = frozenset(
         "blank_message_nulled",
         "think_end_inserted",
         "calls_dropped",
+        "k3_calls_dropped",
         "k3_json_block_dropped",
         "k3_duplicate_keys_merged",
         "k3_whitespace_dropped",
         "k3_blank_message_nulled",
     }
 )
+
+
+#: Losses that always change the count by more than one id (a whole call with its markers): a count that agrees
+#: under any known convention (which differ by one) rules them out, the server's own unknown.
+_COUNT_VISIBLE_BY_MANY = frozenset({"calls_dropped", "k3_calls_dropped"})
 
 
 def _weigh_with_usage(
@@ -181,11 +187,15 @@ def _weigh_with_usage(
     from .usage_check import Convention, reported_counts
 
     every = tuple(flag for _, flag in lost)
-    if not srv.completion_conventions or turn.truncated:
+    if turn.truncated:
         return ids, text, every
     source = usage if usage is not None else turn.metadata.get("usage")
     reported = reported_counts(source)[1]
     if reported is None:
+        return ids, text, every
+    if not srv.completion_conventions:
+        if any(c.expected(len(ids)) == reported for c in (Convention.EXACT, Convention.WITHOUT_STOP, Convention.WITH_EOS)):
+            return ids, text, tuple(flag for name, flag in lost if name not in _COUNT_VISIBLE_BY_MANY)
         return ids, text, every
     conventions = [Convention(c) for c in srv.completion_conventions]
     names = {name for name, _ in lost}

@@ -92,6 +92,11 @@ def _number_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) ->
     )
 
 
+def _any_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    """A call the parser dropped leaves no trace in the message: every finished turn is exposed."""
+    return ("tool_calls",) if not turn.truncated else ()
+
+
 def _several_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
     return ("tool_calls",) if len(turn.tool_calls) > 1 else ()
 
@@ -117,7 +122,14 @@ LOSSES: Final[Mapping[str, ParserLoss]] = dict(
             _reasoning_into_calls,
         ),
         _loss("blank_arguments_to_object", "k2", "blank arguments come back as {}", _empty_object_arguments),
-        _loss("calls_dropped", "k2", "a call whose id is not NAME:N, or whose arguments are not an object, is dropped", _calls),
+        _loss(
+            "calls_dropped",
+            "k2",
+            "a call whose id is not NAME:N or whose arguments are not an object (or any call, when the request "
+            "offered no tools) is dropped with its text",
+            _any_turn,
+        ),
+        _loss("k3_calls_dropped", "k3", "calls are dropped when the request offered no tools", _any_turn),
         _loss("ids_rebuilt", "k2", "call ids are rebuilt by the server, not the model's", _calls),
         _loss("k3_json_block_dropped", "k3", "a json arguments block vanishes (arguments {})", _empty_object_arguments),
         _loss("k3_values_respelled", "k3", "argument values are decoded and re-encoded (1.50 -> 1.5, 1e2 -> 100.0)", _number_arguments),
@@ -129,7 +141,7 @@ LOSSES: Final[Mapping[str, ParserLoss]] = dict(
 )
 
 _K2_COMMON = ("whitespace_stripped", "text_between_calls_dropped", "blank_content_nulled", "blank_message_nulled", "think_end_inserted", "blank_arguments_to_object", "calls_dropped")
-_K3_COMMON = ("k3_json_block_dropped", "k3_values_respelled", "k3_calls_renumbered", "k3_duplicate_keys_merged", "k3_whitespace_dropped", "k3_blank_message_nulled")
+_K3_COMMON = ("k3_calls_dropped", "k3_json_block_dropped", "k3_values_respelled", "k3_calls_renumbered", "k3_duplicate_keys_merged", "k3_whitespace_dropped", "k3_blank_message_nulled")
 
 
 @dataclass(frozen=True)
@@ -181,11 +193,15 @@ SERVERS: Final[Mapping[str, ServerProfile]] = {
 }
 #: The newest known release of each server.
 _NEWEST: Final[Mapping[str, str]] = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23"}
-#: A server that may lose whatever any known parser loses, counting any known way (the default).
+#: Losses that can hit any turn, a plain answer too (a dropped call leaves no trace in the message).
+_ANY_TURN: Final[frozenset[str]] = frozenset({"calls_dropped", "k3_calls_dropped"})
+#: A server that may lose whatever any known parser loses, counting any known way (the default), except the
+#: losses that can hit any turn: flagging every plain answer of every unnamed source would bury the flags that
+#: say something. A named (or detected) server flags them where no usage count rules them out.
 UNKNOWN: Final[ServerProfile] = ServerProfile(
     "unknown",
-    "not named: may lose whatever any known server parser loses",
-    frozenset(LOSSES),
+    "not named: may lose whatever any known server parser loses on a turn of this shape",
+    frozenset(LOSSES) - _ANY_TURN,
     frozenset(),
     tuple(dict.fromkeys(f for s in SERVERS.values() for f in s.token_ids_fields)),
 )

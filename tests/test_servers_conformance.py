@@ -32,10 +32,11 @@ ROW_KEYS = {
 
 # The ratchet: silent wrong rows. Before the server work of issue 20: 104 with usage, 315 on the message alone.
 # With usage.completion_tokens (as servers send it) none is silently wrong, whether the server is named or not;
-# on the message alone a call a parser dropped leaves a turn that looks whole (issue 20; docs/servers.md).
+# on the message alone, with the server named, none either (every row is then at least a risk). With it unknown
+# and no usage, a call vLLM dropped whole (the request offered no tools) leaves a turn that looks whole.
 # Lower these as the library learns more, never raise them.
 SILENT_WRONG_WITH_USAGE = 0
-SILENT_WRONG_MESSAGE_ONLY = 121
+SILENT_WRONG_MESSAGE_ONLY = 93
 #: loss flags on exact rows, at most this share per server (issue 20's measure)
 LOSS_ON_EXACT_MAX = 0.02
 
@@ -184,7 +185,8 @@ def test_with_the_server_named_nothing_is_silently_wrong_or_refused_and_loss_fla
     named = measure(rows, usage=True, rebuild=named_server_rebuild)
     unknown = measure(rows, usage=True)
     print(format_table(named, key=lambda o: o.server, title="per server, named, with usage"))
-    for outcomes in (named, unknown):
+    named_message_only = measure(rows, usage=False, rebuild=named_server_rebuild)
+    for outcomes in (named, unknown, named_message_only):
         assert [o.case_id for o in outcomes if o.outcome in ("silent_wrong", "refused")] == []
     # more exact than before the server work (745 of 1482 then; 892 with the server unknown, 898 named now)
     assert sum(o.outcome == "exact" for o in named) >= sum(o.outcome == "exact" for o in unknown) >= 892
