@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from ._io import to_json_line
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
@@ -267,6 +268,10 @@ def _batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> d
     return record
 
 
+#: Where :func:`sample_batch` reports the records it leaves out with ``error_rows="omit"``.
+_log = logging.getLogger("kimi_recon")
+
+
 def sample_batch(
     batch: Mapping[str, Any],
     tokenizer: TokenizerArg = None,
@@ -276,6 +281,7 @@ def sample_batch(
     template: str | None = None,
     drop_severity: Severity | str | None = None,
     server: str | None = None,
+    error_rows: Literal["keep", "omit"] = "keep",
 ) -> dict[str, list[Any]]:
     """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
 
@@ -295,7 +301,14 @@ def sample_batch(
     row error; ``tools`` go to :func:`~kimi_recon.record_options.parse_options`, which removes the filled
     nulls where that is exact and refuses the record where it is not. ``drop_severity`` (e.g. ``"loss"``)
     makes a record flagged at or above it such an error row, its ``error`` naming the flags.
+
+    ``error_rows="omit"`` leaves the failed records out of the result instead (the batch comes back
+    shorter; in ``datasets`` this needs ``remove_columns=ds.column_names``) and logs each one, its id and
+    why, as a warning on the ``kimi_recon`` logger: the written file then loads in SpecForge as it is,
+    which refuses a whole file for one empty row.
     """
+    if error_rows not in ("keep", "omit"):
+        raise InvalidInputError(f"must be 'keep' or 'omit', got {error_rows!r}", field="error_rows")
     columns = list(batch)
     n = len(batch[columns[0]]) if columns else 0
     tok = get_tokenizer(tokenizer)
@@ -309,6 +322,9 @@ def sample_batch(
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
             row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "max_severity": "", "token_counts": ""}
             error = str(_failure(i, None, rid, err).error)
+            if error_rows == "omit":
+                _log.warning("sample_batch left a failed record out (error_rows='omit'): %s", error)
+                continue
         for column in ROW_COLUMNS:
             out[column].append(row[column])
         out["error"].append(error)
