@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO, Union
 
-from .errors import InputFileError, OutputFileError
+from .errors import InputFileError, InputFileNotFoundError, OutputFileError
 
 #: The path that means stdin (for an input) or stdout (for an output).
 STDIO = "-"
@@ -55,7 +55,7 @@ def check_input(path: PathArg, field: str = "input") -> None:
     try:
         st = os.stat(name)
     except FileNotFoundError:
-        raise InputFileError(f"{name} does not exist", field=field) from None
+        raise InputFileNotFoundError(f"{name} does not exist", field=field) from None
     except OSError as err:
         raise InputFileError(f"{name} cannot be read: {err.strerror}", field=field) from None
     if stat.S_ISDIR(st.st_mode):

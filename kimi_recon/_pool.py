@@ -44,7 +44,7 @@ _Item = tuple[int, Union[int, None], Any]
 @dataclass(frozen=True)
 class _Job:
     tokenizer: str | None
-    profile: str
+    profile: str | None  # None: each record's model id decides
     thinking: bool
     use_logprobs: bool
     server: str | None = None
@@ -118,7 +118,7 @@ def _items(records: RecordsArg) -> Iterator[_Item]:
 
 #: Every key a record is read for; other keys (prompts, messages) are not sent to worker processes.
 _READ_KEYS = frozenset(
-    {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
+    {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "model", "thinking", "call_index_offset", "finish_reason", "logprobs",
      "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
      "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS,  # the usage check's
      "server", "sglext", "prompt_token_ids", "model"}  # the server's: named, or what a response (as the record) reveals

@@ -145,8 +145,11 @@ def swatch(color: str) -> str:
     return f'<span class="sw" style="background:{color}"></span>'
 
 
-def anchor(record: Mapping[str, Any]) -> str:
-    return f"rec-{int(record['index'])}"
+def anchor(record: Mapping[str, Any], id_key: str = "id") -> str:
+    """The record's place as the text says it (``line-12``, ``record-3``: the 0-based index of an iterable), so
+    ``report.html#line-12`` is the record the summary calls line 12."""
+    line = record.get("line")
+    return f"line-{int(line)}" if line is not None else f"record-{int(record['index'])}"
 
 
 def where(record: Mapping[str, Any], id_key: str = "id") -> str:
@@ -338,7 +341,7 @@ def section_errors(report: Report) -> str:
     errors: Sequence[Mapping[str, Any]] = report.get("errors", [])[:ERROR_ROWS]
     rows = [
         [
-            f'<span id="err-{int(e["index"])}">{where(e, "record_id")}</span>',
+            f'<span id="err-{anchor(e)}">{where(e, "record_id")}</span>',
             f"<code>{esc(clip(str(e['field']), ID_CHARS))}</code>" if e.get("field") else "",
             f"<bdi>{esc(clip(str(e.get('message', '')), MESSAGE_CHARS))}</bdi>",
             f"<code>{esc(clip(str(e.get('error_type', '')), ID_CHARS))}</code>",

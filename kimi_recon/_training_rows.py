@@ -36,6 +36,7 @@ from ._records import (
     TokenizerArg,
     _as_record,
     get_tokenizer,
+    batch_indices,
     record_error,
     record_id,
 )
@@ -96,7 +97,7 @@ def training_row(
     record: Mapping[str, Any],
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
     drop_severity: Severity | str | None = None,
@@ -147,7 +148,7 @@ def sample_result(
     record: object,
     tok: KimiTokenizer,
     *,
-    profile: str,
+    profile: str | None,
     thinking: bool,
     template: str | None = None,
     index: int = 0,
@@ -189,7 +190,7 @@ def build_samples(
     records: RecordsArg,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
     workers: int | None = 1,
@@ -204,7 +205,8 @@ def build_samples(
     with the tokenizer loaded once per worker; the results are the same as with one worker.
     ``drop_severity`` makes a record flagged at or above it a failure (see :func:`training_row`).
     """
-    get_profile(profile)
+    if profile is not None:
+        get_profile(profile)
     drop = None if drop_severity is None else Severity(drop_severity).value
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
@@ -274,14 +276,15 @@ _log = logging.getLogger("kimi_recon")
 
 def sample_batch(
     batch: Mapping[str, Any],
-    tokenizer: TokenizerArg = None,
+    tokenizer: TokenizerArg | Sequence[int] = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
     drop_severity: Severity | str | None = None,
     server: str | None = None,
     error_rows: Literal["keep", "omit"] = "keep",
+    indices: Sequence[int] | None = None,
 ) -> dict[str, list[Any]]:
     """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
 
@@ -294,6 +297,11 @@ def sample_batch(
 
         ds.map(sample_batch, batched=True, num_proc=8, remove_columns=ds.column_names)   # datasets
         ray_ds.map_batches(sample_batch)                                                 # Ray Data
+
+    An error names the record by its place: ``indices`` are the dataset's indices of the batch's rows (with
+    ``ds.map(sample_batch, batched=True, with_indices=True)`` datasets passes them as the second argument,
+    which is taken for them), else the row's place in this batch is said as such (``batch row 3``), since
+    a batch does not know where it starts.
 
     Each row equals :func:`training_row` of the record. Keep nested data as JSON text when it passes
     through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none).
@@ -311,6 +319,7 @@ def sample_batch(
         raise InvalidInputError(f"must be 'keep' or 'omit', got {error_rows!r}", field="error_rows")
     columns = list(batch)
     n = len(batch[columns[0]]) if columns else 0
+    tokenizer, indices = batch_indices(tokenizer, indices, n)
     tok = get_tokenizer(tokenizer)
     out: dict[str, list[Any]] = {column: [] for column in BATCH_COLUMNS}
     for i in range(n):
@@ -321,7 +330,10 @@ def sample_batch(
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
             row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "max_severity": "", "token_counts": ""}
-            error = str(_failure(i, None, rid, err).error)
+            failure = _failure(i if indices is None else indices[i], None, rid, err).error
+            assert failure is not None
+            place = failure.where() if indices is not None else f"batch row {i}" + (f" (id {rid!r})" if rid is not None else "")
+            error = place + str(failure)[len(failure.where()) :]
             if error_rows == "omit":
                 _log.warning("sample_batch left a failed record out (error_rows='omit'): %s", error)
                 continue

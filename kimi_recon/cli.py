@@ -209,7 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     def with_format(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct, kimi-k3")
+        p.add_argument(
+            "--profile",
+            default=None,
+            help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2.7-code, kimi-k2-thinking, kimi-k2-instruct, kimi-k3 "
+            "(default: each record's model id decides, kimi-k2.5 when it names none)",
+        )
         p.add_argument("--no-thinking", action="store_true", help="the turns were generated with thinking off")
         p.add_argument(
             "--server",

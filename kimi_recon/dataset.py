@@ -37,8 +37,9 @@ from typing import Any
 from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
 from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidRecordError, preview
+from ._profile_check import suggested_profile
 from .flags import max_severity, severity_of
-from .profiles import get_profile
+from .profiles import DEFAULT_PROFILE, get_profile
 from .usage_stats import TokenCountTally, report_lines
 
 from ._pool import (
@@ -120,6 +121,10 @@ class DatasetAudit:
     breakdown: AuditBreakdown | None = None  # first-difference histogram and worst records, for reports
     #: Compared records by the highest severity among their flags (``"none"``: no flag).
     severity_counts: Mapping[str, int] = field(default_factory=dict)
+    #: how many compared records were rebuilt with each profile (with ``profile=None`` each record's model id decides)
+    profile_counts: Mapping[str, int] = field(default_factory=dict)
+    #: profile -> how many records were flagged ``profile_mismatch`` saying to use it
+    profile_hints: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def compared(self) -> int:
@@ -164,6 +169,7 @@ class DatasetAudit:
         think = "on" if self.thinking else "off"
         lines = [
             f"kimi-recon audit: {self.total} records (profile {self.profile}, thinking {think} unless a record says otherwise)",
+            *self._profile_lines(),
             f"  compared {self.compared}, errors {self.error_count} ({_pct(self.error_rate)} of records)",
             f"  exact {self.exact_count}/{self.compared} = {_pct(self.exact_rate)}; "
             f"benign (exact + non_canonical_bpe) {self.benign_count}/{self.compared} = {_pct(self.benign_rate)}; "
@@ -200,8 +206,26 @@ class DatasetAudit:
             lines.append(f"  {self.elapsed:.2f} s, {self.records_per_second:.1f} records/s")
         return "\n".join(lines)
 
+    def _profile_lines(self) -> list[str]:
+        lines = []
+        if len(self.profile_counts) > 1 or (self.profile_counts and self.profile not in self.profile_counts):
+            lines.append("  profiles used: " + ", ".join(f"{k} {v}" for k, v in sorted(self.profile_counts.items())))
+        for name, n in sorted(self.profile_hints.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"  PROFILE: {n} record(s) were written in the {name} format (model id or ids say so): rerun with --profile {name}")
+        return lines
+
     def __str__(self) -> str:
         return self.summary()
+
+    def __repr__(self) -> str:
+        return (
+            f"DatasetAudit(total={self.total}, compared={self.compared}, exact={self.exact_count}, "
+            f"benign={self.benign_count}, errors={self.error_count}, profile={self.profile!r})"
+        )
+
+    def _repr_html_(self) -> str:
+        """The report page, for Jupyter (:meth:`to_html`)."""
+        return self.to_html()
 
     def to_html(self) -> str:
         """The report as one self-contained HTML page, rendered from :meth:`to_dict` (no network, no script)."""
@@ -232,6 +256,8 @@ class DatasetAudit:
             "elapsed_seconds": self.elapsed,
             "token_counts": dict(self.token_counts),
             "exact_rate_of_all": self.exact_rate_of_all,
+            "profile_counts": dict(self.profile_counts),
+            "profile_hints": dict(self.profile_hints),
             **(self.breakdown.to_dict() if self.breakdown is not None else {}),
         }
 
@@ -268,7 +294,7 @@ def reconstruct_records(
     records: RecordsArg,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     workers: int | None = 1,
@@ -307,6 +333,8 @@ class _Tally:
         self.examples = examples
         self.max_errors = max_errors
         self.breakdown = BreakdownTally(worst)
+        self.profiles: Counter[str] = Counter()
+        self.hints: Counter[str] = Counter()
 
     def add(self, result: RecordResult) -> None:
         self.total += 1
@@ -320,6 +348,9 @@ class _Tally:
         self.counts[comparison.kind] += 1
         self.flags.update({f.code.value for f in result.flags})
         self.severities[max_severity(result.flags) or "none"] += 1
+        self.hints.update({hint for hint in map(suggested_profile, result.flags) if hint is not None})
+        if result.profile is not None:
+            self.profiles[result.profile] += 1
         self.token_counts.add(result.provider, result.token_counts)
         if result.source:
             self.sources[result.source] += 1
@@ -327,12 +358,14 @@ class _Tally:
             keep_worst(self.heaps, comparison.kind, comparison.diff_size, result, self.examples)
         self.breakdown.add(result)
 
-    def freeze(self, profile: str, thinking: bool, elapsed: float) -> DatasetAudit:
+    def freeze(self, profile: str | None, thinking: bool, elapsed: float) -> DatasetAudit:
         examples: dict[str, tuple[RecordResult, ...]] = {
             kind: tuple(r for _, _, r in worst_first(self.heaps[kind]))
             for kind in KINDS
             if kind in self.heaps
         }
+        if profile is None:  # each record's model id decided: name the one most used
+            profile = self.profiles.most_common(1)[0][0] if self.profiles else DEFAULT_PROFILE
         return DatasetAudit(
             total=self.total,
             counts=dict(self.counts),
@@ -347,6 +380,8 @@ class _Tally:
             token_counts=self.token_counts.to_dict(),
             breakdown=self.breakdown.freeze(),
             severity_counts=dict(self.severities),
+            profile_counts=dict(self.profiles),
+            profile_hints=dict(self.hints),
         )
 
 
@@ -354,7 +389,7 @@ def audit_dataset(
     records: RecordsArg,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     workers: int | None = 1,
@@ -381,7 +416,8 @@ def audit_dataset(
         raise InvalidInputError(f"must be a non-negative integer, got {preview(examples)}", field="examples")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise InvalidInputError(f"must be a positive integer, got {preview(chunk_size)}", field="chunk_size")
-    get_profile(profile)
+    if profile is not None:
+        get_profile(profile)
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
@@ -393,4 +429,4 @@ def audit_dataset(
             bar.update(1)
             if tally.total % 256 == 0 and not bar.disable:
                 bar.set_postfix(exact=_pct(tally.counts[EXACT] / max(1, tally.total - tally.error_count)), errors=tally.error_count)
-    return tally.freeze(get_profile(profile).name, thinking, time.perf_counter() - start)
+    return tally.freeze(None if profile is None else get_profile(profile).name, thinking, time.perf_counter() - start)

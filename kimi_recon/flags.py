@@ -122,8 +122,11 @@ class FlagCode(str, enum.Enum):
     LONE_SURROGATE = "lone_surrogate"
     LOGPROBS_USED = "logprobs_used"
     LOGPROBS_FALLBACK = "logprobs_fallback"
+    # the profile against the data (kimi_recon._profile_check)
+    PROFILE_MISMATCH = "profile_mismatch"  # severity: loss
     # reading a record's options (kimi_recon.record_options)
     TOOLS_NULL_FIELDS_REMOVED = "tools_null_fields_removed"
+    TOOLS_WRAPPED = "tools_wrapped"  # severity: info (a chat-completions server accepts only wrapped tools)
     # the usage check (kimi_recon.usage_check)
     COMPLETION_TOKENS_MISMATCH = "completion_tokens_mismatch"
     PROMPT_TOKENS_MISMATCH = "prompt_tokens_mismatch"
@@ -170,6 +173,8 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.LONE_SURROGATE: _L,
     FlagCode.LOGPROBS_USED: _I,
     FlagCode.LOGPROBS_FALLBACK: _R,
+    FlagCode.PROFILE_MISMATCH: _L,  # rebuilt in another chat format than the data's
+    FlagCode.TOOLS_WRAPPED: _I,  # a chat-completions server accepts only wrapped tools: the prompt is the one it rendered
     FlagCode.TOOLS_NULL_FIELDS_REMOVED: _I,  # the original is restored exactly
     FlagCode.COMPLETION_TOKENS_MISMATCH: _L,
     FlagCode.PROMPT_TOKENS_MISMATCH: _L,

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._ids import check_ids
+from ._repr import ids_repr, text_repr
 from .errors import InvalidInputError
-from .flags import Flag, FlagCode
+from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn
-from .profiles import ChatProfile, get_profile
+from ._profile_check import model_mismatch
+from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_segments, marker_ids, surrogate_flags
@@ -50,6 +52,26 @@ class Reconstruction:
     def has_flag(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)
 
+    def __repr__(self) -> str:  # the ids and text of a long turn would fill a notebook: ends and lengths only
+        return (
+            f"Reconstruction(ids={ids_repr(self.ids)}, text={text_repr(self.text)}, "
+            f"flags=({', '.join(f.code.value for f in self.flags)}), source={self.source!r}, "
+            f"profile={self.profile!r}, thinking={self.thinking}, server={self.server!r})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form: ``ids``, ``text``, ``flags`` (:func:`~kimi_recon.flags.flags_to_json`),
+        ``source``, ``profile``, ``thinking``, ``server``."""
+        return {
+            "ids": list(self.ids),
+            "text": self.text,
+            "flags": flags_to_json(self.flags),
+            "source": self.source,
+            "profile": self.profile,
+            "thinking": self.thinking,
+            "server": self.server,
+        }
+
     @property
     def flag_codes(self) -> tuple[FlagCode, ...]:
         return tuple(f.code for f in self.flags)
@@ -59,7 +81,7 @@ def encode_rendered(
     rendered: RenderedTurn,
     tokenizer: KimiTokenizer,
     special_text: SpecialTextMode = "special",
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile = "kimi-k2.5",  # no model id here to decide it
 ) -> list[int]:
     """Ids of a rendered turn, encoded as ``profile``'s official tokenizer does.
 
@@ -76,18 +98,18 @@ def encode_rendered(
     pending = ""  # consecutive field text is one BPE span
     for seg in rendered.segments:
         if seg.is_marker:
-            ids += tokenizer.encode(pending, allow_special=False)
+            ids += tokenizer.encode(pending, allowed_special=set())
             pending = ""
             ids += tokenizer.encode(seg.text)
         else:
             pending += seg.text
-    return ids + tokenizer.encode(pending, allow_special=False)
+    return ids + tokenizer.encode(pending, allowed_special=set())
 
 
 def reconstruct_output_ids(
     turn: AssistantTurn | Mapping[str, Any] | str | Any,
     tokenizer: KimiTokenizer | None = None,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     *,
     call_index_offset: int = 0,
@@ -110,6 +132,10 @@ def reconstruct_output_ids(
     inside fields as ordinary text (K3 always does). ``stop`` chooses how a finished turn ends (the
     profile's ``stop_token`` by default; see ``ChatProfile.stop_alternatives``).
 
+    ``profile`` None: the turn's ``model`` id decides (a response's ``"model": "moonshotai/kimi-k3"`` is
+    rebuilt as ``kimi-k3``), ``kimi-k2.5`` when it names none. A given profile that renders turns
+    differently from the one the model id names is flagged ``profile_mismatch``.
+
     ``server`` names the server whose parsers produced the turn (:mod:`kimi_recon.servers`: ``"vllm==0.33.0"``,
     ``"sglang"``, …; ``"none"`` for raw model text); None is what the response reveals, else unknown (may
     lose whatever any known parser loses). Each loss it can cause on a turn of this shape is flagged
@@ -119,13 +145,17 @@ def reconstruct_output_ids(
     """
     from .servers import get_server, server_losses
 
-    prof = get_profile(profile)
-    tok = tokenizer_for_profile(tokenizer, prof)
     turn = as_turn(turn)
+    model = turn.metadata.get("model")
+    prof = profile_or_model(profile, model)
+    tok = tokenizer_for_profile(tokenizer, prof)
     srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
     ids = encode_rendered(rendered, tok, special_text, prof)
     flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
+    mismatch = model_mismatch(prof, model)
+    if mismatch is not None:
+        flags.insert(0, mismatch)
     text = rendered.text
     source: Source = "rendered"
     covered = False  # whether the ids came from the server itself, whole

@@ -36,6 +36,13 @@ BUILDS: dict[str, tuple[str, str, str]] = {
     "vllm==0.33.0": ("vllm==0.33.0", "drive_vllm.py", "vllm"),
     "sglang==0.5.23": ("sglang==0.5.23", "drive_sglang.py", "sglang"),
 }
+#: builds whose streaming path is driven too (the parser's own per-delta entry point, ``parse_delta``),
+#: written to tests/data/servers/stream/
+STREAM_BUILDS = ("vllm==0.33.0",)
+#: builds also run with vLLM's own slow incremental detokenizer at its default (spaces between added
+#: tokens), written to tests/data/servers/spaced/; generated outputs only (the official turns would add
+#: 2 MB and nothing new)
+SPACED_BUILDS = ("vllm==0.15.1", "vllm==0.33.0")
 #: what the parsers import that a server venv would have (pure Python here; torch never)
 HARNESS_DEPS = ["pydantic", "regex", "partial-json-parser", "openai", "msgspec", "packaging", "numpy", "tiktoken", "jinja2", "tqdm"]
 COMMAND = "python scripts/server_conformance.py"
@@ -117,6 +124,16 @@ def golden_row(build: str, case: dict[str, Any], result: dict[str, Any]) -> dict
     }
 
 
+def _write_rows(path: Path, build: str, cases: dict[str, dict[str, Any]], stdout: bytes) -> list[dict[str, Any]]:
+    results = [json.loads(line) for line in stdout.decode("utf-8").splitlines() if line.startswith("{")]
+    rows = [golden_row(build, cases[r["case_id"]], r) for r in results]
+    text = "".join(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n" for row in rows)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return rows
+
+
 def generate(cache: Path, out: Path, builds: list[str]) -> dict[str, Any]:
     python = venv_python(cache)
     cases_path = cache / "cases.jsonl"
@@ -127,7 +144,9 @@ def generate(cache: Path, out: Path, builds: list[str]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"command": COMMAND, "check": COMMAND + " --check", "builds": {}, "files": {}}
     if (out / "MANIFEST.json").exists():  # a run of some builds keeps the others' entries
-        manifest["builds"] = json.loads((out / "MANIFEST.json").read_text(encoding="utf-8")).get("builds", {})
+        old = json.loads((out / "MANIFEST.json").read_text(encoding="utf-8"))
+        for key in ("builds", "stream_builds", "spaced_builds"):
+            manifest[key] = old.get(key, {})
     env = dict(os.environ, PYTHONHASHSEED="0", VLLM_LOGGING_LEVEL="ERROR", SGLANG_LOGGING_LEVEL="ERROR")
     for build in builds:
         wheel = fetch_wheel(cache, build)
@@ -136,16 +155,25 @@ def generate(cache: Path, out: Path, builds: list[str]) -> dict[str, Any]:
         with cases_path.open("rb") as stdin:
             proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1]], stdin=stdin,
                                   capture_output=True, env=env, check=True)  # fmt: skip
-        results = [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines() if line.startswith("{")]
         name = build.replace("==", "-") + ".jsonl"
-        rows = [golden_row(build, cases[r["case_id"]], r) for r in results]
-        text = "".join(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n" for row in rows)
-        tmp = out / (name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out / name)
+        rows = _write_rows(out / name, build, cases, proc.stdout)
         manifest["builds"][build] = {"wheel": wheel.name, "wheel_sha256": sha256(wheel), "rows": len(rows), "file": name}
-    for name in sorted(p.name for p in out.glob("*.jsonl")):
-        manifest["files"][name] = sha256(out / name)
+        if build in STREAM_BUILDS:
+            with cases_path.open("rb") as stdin:
+                proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1], "--stream"], stdin=stdin,
+                                      capture_output=True, env=env, check=True)  # fmt: skip
+            (out / "stream").mkdir(exist_ok=True)
+            rows = _write_rows(out / "stream" / name, build, cases, proc.stdout)
+            manifest.setdefault("stream_builds", {})[build] = {"rows": len(rows), "file": f"stream/{name}"}
+        if build in SPACED_BUILDS:
+            generated = "".join(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n" for c in cases.values() if c["source"] != "official")
+            proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1], "--spaced"], input=generated.encode("utf-8"),
+                                  capture_output=True, env=env, check=True)  # fmt: skip
+            (out / "spaced").mkdir(exist_ok=True)
+            rows = _write_rows(out / "spaced" / name, build, cases, proc.stdout)
+            manifest.setdefault("spaced_builds", {})[build] = {"rows": len(rows), "file": f"spaced/{name}"}
+    for path in sorted(out.rglob("*.jsonl")):
+        manifest["files"][path.relative_to(out).as_posix()] = sha256(path)
     manifest["harness_venv"] = freeze(python)
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return manifest
@@ -156,7 +184,10 @@ def check(cache: Path, builds: list[str]) -> int:
         fresh = Path(tmp)
         generate(cache, fresh, builds)
         status = 0
-        for name in sorted({p.name for p in fresh.glob("*.jsonl")} | {p.name for p in OUT.glob("*.jsonl")}):
+        names = {p.relative_to(fresh).as_posix() for p in fresh.rglob("*.jsonl")}
+        if set(builds) == set(BUILDS):  # a full run also catches a committed file no build writes any more
+            names |= {p.relative_to(OUT).as_posix() for p in OUT.rglob("*.jsonl")}
+        for name in sorted(names):
             old = (OUT / name).read_text(encoding="utf-8").splitlines() if (OUT / name).exists() else []
             new = (fresh / name).read_text(encoding="utf-8").splitlines() if (fresh / name).exists() else []
             if old != new:

@@ -141,8 +141,9 @@ def test_page_lists_worst_records_with_anchors_special_tokens_boxed_and_ids_besi
     d = crafted_audit().to_dict()
     page = render_html(d)
     wrong = next(r for r in d["worst"] if r["id"] == "wrong-im-end")
-    anchor = f'id="rec-{wrong["index"]}"'
-    assert anchor in page and f'href="#rec-{wrong["index"]}"' in page
+    name = f'line-{wrong["line"]}' if wrong.get("line") is not None else f'record-{wrong["index"]}'
+    anchor = f'id="{name}"'
+    assert anchor in page and f'href="#{name}"' in page
     card = page[page.index(anchor) :]
     card = card[: card.index('<div class="record"', 1) if '<div class="record"' in card[1:] else len(card)]
     assert "special_token_mismatch" in card and "wrong-im-end" in card

@@ -39,6 +39,13 @@ SILENT_WRONG_WITH_USAGE = 0
 SILENT_WRONG_MESSAGE_ONLY = 93
 #: loss flags on exact rows, at most this share per server (issue 20's measure)
 LOSS_ON_EXACT_MAX = 0.02
+# The same for the streaming rows (tests/data/servers/stream/: vllm 0.33.0's parse_delta, client-accumulated).
+STREAM_SILENT_WRONG_WITH_USAGE = 42
+STREAM_SILENT_WRONG_MESSAGE_ONLY = 167
+# And for the rows through vLLM's own slow detokenizer at its default (tests/data/servers/spaced/: a space
+# between every added token and its neighbours).
+SPACED_SILENT_WRONG_WITH_USAGE = 120
+SPACED_SILENT_WRONG_MESSAGE_ONLY = 207
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +68,32 @@ def test_goldens_load_with_every_field_for_every_build(rows: list[dict[str, Any]
     assert set(per_build) == {"vllm==0.15.1", "vllm==0.33.0", "sglang==0.5.23"}
 
 
+@pytest.fixture(scope="module")
+def stream_rows() -> list[dict[str, Any]]:
+    return load_rows(SERVERS_DIR / "stream")
+
+
+def test_stream_goldens_load_and_cover_the_same_cases(stream_rows: list[dict[str, Any]], rows: list[dict[str, Any]], manifest: dict[str, Any]) -> None:
+    assert Counter(r["server"] for r in stream_rows) == {b: info["rows"] for b, info in manifest["stream_builds"].items()}
+    for row in stream_rows:
+        assert set(row) == ROW_KEYS, row["case_id"]
+    plain = {(r["server"], r["case_id"]): r for r in rows}
+    for row in stream_rows:
+        twin = plain[(row["server"], row["case_id"])]
+        assert row["output_ids"] == twin["output_ids"] and row["raw_text"] == twin["raw_text"], row["case_id"]
+
+
+def test_spaced_goldens_load_and_are_the_generated_cases_of_the_vllm_builds(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> None:
+    spaced = load_rows(SERVERS_DIR / "spaced")
+    assert Counter(r["server"] for r in spaced) == {b: info["rows"] for b, info in manifest["spaced_builds"].items()}
+    plain = {(r["server"], r["case_id"]): r for r in rows}
+    for row in spaced:
+        assert set(row) == ROW_KEYS and row["source"] != "official", row["case_id"]
+        assert row["output_ids"] == plain[(row["server"], row["case_id"])]["output_ids"], row["case_id"]
+
+
 def test_manifest_hashes_are_the_committed_files(manifest: dict[str, Any]) -> None:
-    on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in SERVERS_DIR.glob("*.jsonl")}
+    on_disk = {p.relative_to(SERVERS_DIR).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in SERVERS_DIR.rglob("*.jsonl")}
     assert on_disk == manifest["files"]
     assert manifest["command"] == "python scripts/server_conformance.py"
     for info in manifest["builds"].values():
@@ -194,3 +225,20 @@ def test_with_the_server_named_nothing_is_silently_wrong_or_refused_and_loss_fla
         exact = [o for o in named if o.server == server and o.outcome == "exact"]
         lossy = [o for o in exact if any(severity_of(c) is Severity.LOSS for c in o.flag_codes)]
         assert len(lossy) <= LOSS_ON_EXACT_MAX * len(exact), (server, [(o.case_id, o.flag_codes) for o in lossy[:5]])
+
+
+def test_streamed_silent_wrong_does_not_grow_past_the_ratchet(stream_rows: list[dict[str, Any]]) -> None:
+    with_usage = measure(stream_rows, usage=True)
+    print()
+    print(format_table(with_usage, title="streamed (parse_delta per token, client accumulation), with usage"))
+    assert sum(o.outcome == "silent_wrong" for o in with_usage) <= STREAM_SILENT_WRONG_WITH_USAGE
+    assert sum(o.outcome == "silent_wrong" for o in measure(stream_rows, usage=False)) <= STREAM_SILENT_WRONG_MESSAGE_ONLY
+
+
+def test_spaced_detokenizer_silent_wrong_does_not_grow_past_the_ratchet() -> None:
+    spaced = load_rows(SERVERS_DIR / "spaced")
+    with_usage = measure(spaced, usage=True)
+    print()
+    print(format_table(with_usage, key=lambda o: o.server, title="vLLM slow detokenizer, spaces between added tokens, with usage"))
+    assert sum(o.outcome == "silent_wrong" for o in with_usage) <= SPACED_SILENT_WRONG_WITH_USAGE
+    assert sum(o.outcome == "silent_wrong" for o in measure(spaced, usage=False)) <= SPACED_SILENT_WRONG_MESSAGE_ONLY

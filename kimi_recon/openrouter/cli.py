@@ -20,7 +20,10 @@ from ..errors import KimiReconError
 
 EPILOG = """\
 The API key is read from OPENROUTER_API_KEY and is never printed or written.
-Re-running the same command resumes: prompts already in OUT (as a row or an error) are skipped.
+Re-running the same command resumes: prompts already in OUT (as a row or an error) are skipped;
+with --retry-errors, prompts whose last row is an error are sent again (a new row is appended).
+A first Ctrl-C (or SIGTERM) stops sending and lets the requests in flight finish for up to --grace
+seconds; a second one abandons them (they have no row, so a rerun sends them again).
 Exit status: 0 all done, 1 some prompts recorded as errors, 2 bad usage or setup,
 3 prompts remain (spend limit or --limit), 4 the server refused the key or the account
 (HTTP 401, 402, 403: nothing more is sent and those prompts get no row; fix it and re-run), 130 interrupted.
@@ -133,8 +136,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the server behind --base-url, for what its parsers lose: vllm==0.15.1, vllm==0.33.0, sglang==0.5.23, vllm, "
         "sglang (default: what each response reveals, else unknown)",
     )
-    g.add_argument("--max-cost", type=_number(float, 0), default=None, help="stop sending new prompts once this many USD are spent in this run")
+    g.add_argument("--max-cost", type=_number(float, 0), default=None, help="send no prompt whose answer (priced as the dearest one so far) would take this run past this many USD; stops when a cost is unknown")
     g.add_argument("--limit", type=_number(int, 0), default=None, help="send at most this many prompts in this run")
+    g.add_argument("--retry-errors", action="store_true", help="send again the prompts whose last row in OUT is an error (by default error rows count as done)")
+    g.add_argument("--grace", type=_number(float, 0), default=30.0, help="seconds the requests in flight get to finish after a first Ctrl-C/SIGTERM (default: %(default)s)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--no-fsync", action="store_true", help="do not fsync each row (faster; a power cut may lose recent rows)")
 
@@ -205,6 +210,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         check_usage=not args.no_usage_check,
         max_cost=args.max_cost,
         limit=args.limit,
+        retry_errors=args.retry_errors,
+        grace_period=args.grace,
         progress=not args.no_progress,
         fsync=not args.no_fsync,
         app_url=args.app_url,

@@ -1,18 +1,22 @@
 """``kimi-recon export``: the training rows held in a ``generate`` log, in the trainers' plain row format.
 
 The log stays what it is (one resumable row per prompt, with the raw response and its bookkeeping);
-export reads it and gives one :class:`~kimi_recon._training_rows.SampleResult` per log row: a training
+export reads it and gives one :class:`~kimi_recon._training_rows.SampleResult` per prompt: a training
 row for an ``ok`` row that carries its sample (``generate --training-sample``, or ``--prompt-ids``
-together with ``output_ids``), an error with the reason for everything else. Nothing is dropped.
+together with ``output_ids``), an error with the reason for everything else. Nothing is dropped; an
+error row that a later retry of the same prompt (``--retry-errors``) superseded is history, not a result.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .._io import is_stdio, open_input
+from .._records import _parse_line
 from .._training_rows import SampleResult, _failure, row_of_sample
 from ..dataset import iter_jsonl, record_id
 from ..errors import InvalidInputError
@@ -65,18 +69,78 @@ def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = Fals
     return training
 
 
+#: The head of a row as ``generate`` writes it (``id`` first, then ``status``): read without parsing the row.
+_ROW_HEAD = re.compile(rb'\{"id": ("(?:[^"\\]|\\.)*"), "status": "(\w+)"')
+
+
+def _head(raw: bytes) -> tuple[str, bool] | None:
+    """The id of a log line and whether its status is ``ok``, or None for a line that is not a row."""
+    match = _ROW_HEAD.match(raw)
+    if match is not None:
+        return str(json.loads(match.group(1))), match.group(2) == b"ok"
+    record = _parse_line(raw, None)  # a row written otherwise (by hand, by an older version)
+    if isinstance(record, InvalidInputError) or record_id(record) is None:
+        return None
+    return str(record_id(record)), record.get("status") == "ok"
+
+
+def superseded_lines(log: str | os.PathLike[str]) -> frozenset[int]:
+    """The line numbers of the error rows of a ``generate`` log that a later row of the same prompt
+    superseded (``generate --retry-errors``): a prompt's outcome is its last row."""
+    last: dict[str, tuple[int, bool]] = {}  # id -> (line of its latest row, whether that row is ok)
+    superseded: set[int] = set()
+    with open_input(log) as f:
+        for line_no, raw in enumerate(f, 1):
+            head = _head(raw) if raw.strip() else None
+            if head is None:
+                continue
+            rid, ok = head
+            previous = last.get(rid)
+            if previous is not None and not previous[1]:
+                superseded.add(previous[0])
+            last[rid] = (line_no, ok)
+    return frozenset(superseded)
+
+
 def export_rows(
     log: str | os.PathLike[str], *, skip_flagged: bool = False, skip_truncated: bool = False
 ) -> Iterator[SampleResult]:
-    """A result per non-blank line of a ``generate`` log, in order (see the module doc)."""
+    """A result per non-blank line of a ``generate`` log, in order (see the module doc), except the error
+    rows that a later row of the same prompt superseded (:func:`superseded_lines`): they are history.
+
+    The log is read twice (once for the ids, then for the rows); from stdin, which can be read only once,
+    the failures of error rows wait until the end of the log instead and then follow in log order.
+    """
+    if not is_stdio(log):
+        skip = superseded_lines(log)
+        for result in _results(log, skip_flagged, skip_truncated, held=None):
+            if result.line not in skip:
+                yield result
+        return
+    held: dict[str, SampleResult] = {}
+    yield from _results(log, skip_flagged, skip_truncated, held=held)
+    yield from sorted(held.values(), key=lambda result: result.index)
+
+
+def _results(
+    log: str | os.PathLike[str], skip_flagged: bool, skip_truncated: bool, *, held: dict[str, SampleResult] | None
+) -> Iterator[SampleResult]:
+    """A result per line; with ``held``, an error row's failure is kept there (by id) until a later row of
+    its prompt replaces it, instead of being yielded."""
     for index, (line, row) in enumerate(iter_jsonl(log)):
         if isinstance(row, InvalidInputError):  # a line that is not a JSON object
             yield _failure(index, line, None, row)
             continue
         rid = record_id(row)
+        if held is not None and rid is not None:
+            held.pop(rid, None)  # superseded by this row
         try:
             training = log_row_to_training_row(row, skip_flagged=skip_flagged, skip_truncated=skip_truncated)
         except InvalidInputError as err:
-            yield _failure(index, line, rid, err)
+            failure = _failure(index, line, rid, err)
+            if held is not None and rid is not None and row.get("status") != "ok":
+                held[rid] = failure
+            else:
+                yield failure
             continue
         yield SampleResult(index, line, rid, training)

@@ -144,6 +144,7 @@ def respond(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    stubs.assert_no_real_torch()
     for line in sys.stdin:
         case = json.loads(line)
         # uuid-based ids (none on the Kimi path, but any other id) come out the same on every run.

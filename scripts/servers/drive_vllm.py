@@ -23,6 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stubs  # noqa: E402
 
 SOURCE_ROOT, VERSION = sys.argv[1], sys.argv[2]
+STREAM = "--stream" in sys.argv[3:]
+#: vLLM's own slow incremental detokenizer with ``spaces_between_special_tokens`` on (its default): the
+#: text a deployment of Kimi's slow (tiktoken) tokenizer gives the parsers unless the request turns it off
+SPACED = "--spaced" in sys.argv[3:]
 stubs.install(SOURCE_ROOT, "vllm", forced=["torch", "vllm.utils.torch_version", "vllm.utils.torch_utils", "vllm.env_override", "vllm.compilation"])
 
 from detok import server_text  # noqa: E402
@@ -143,6 +147,20 @@ def _request(case: dict[str, Any]) -> Any:
     return ChatCompletionRequest(**body)
 
 
+def vllm_detokenize(tok: KimiHFTokenizerShim, case: dict[str, Any], *, skip_special_tokens: bool, spaces_between_special_tokens: bool) -> str:
+    """The output text by vLLM's ``SlowIncrementalDetokenizer``, one token at a time as the engine feeds it."""
+    from vllm.v1.engine.detokenizer import SlowIncrementalDetokenizer
+
+    params = _Record(skip_special_tokens=skip_special_tokens, spaces_between_special_tokens=spaces_between_special_tokens,
+                     stop=[], min_tokens=0, include_stop_str_in_output=False)  # fmt: skip
+    request = _Record(sampling_params=params, prompt_token_ids=list(case["prompt_ids"]), prompt_embeds=None, request_id="harness")
+    detok = SlowIncrementalDetokenizer(tok, request)
+    ids = list(case["output_ids"])
+    for n, token_id in enumerate(ids):
+        detok.update([token_id], stop_terminated=case["finished"] and n == len(ids) - 1)
+    return str(detok.get_next_output_text(finished=True, delta=False))
+
+
 def respond(case: dict[str, Any]) -> dict[str, Any]:
     profile = case["profile"]
     tok = _tokenizer(profile)
@@ -156,7 +174,12 @@ def respond(case: dict[str, Any]) -> dict[str, Any]:
         request = parser.adjust_request(request=request)
     elif request.tools and request.tool_choice != "none":
         request = srv.tool_parser(tok).adjust_request(request=request)
-    text = server_text(tok, case["output_ids"], case["finished"], skip_special_tokens=bool(request.skip_special_tokens))
+    skip = bool(request.skip_special_tokens)
+    if SPACED:
+        spaces = bool(getattr(request, "spaces_between_special_tokens", True))
+        text = vllm_detokenize(tok, case, skip_special_tokens=skip, spaces_between_special_tokens=spaces)
+    else:
+        text = server_text(tok, case["output_ids"], case["finished"], skip_special_tokens=skip)
     output = _Record(
         index=0,
         text=text,
@@ -199,7 +222,68 @@ def respond(case: dict[str, Any]) -> dict[str, Any]:
     return {"response": out, "server_text": text}
 
 
+def _text_deltas(tok: KimiHFTokenizerShim, ids: list[int], finished: bool, skip: bool) -> list[str]:
+    """Per generated token, the text the detokenizer adds: bytes held back until they form whole
+    characters, the stop token's text skipped (its id is still delivered)."""
+    deltas, pending = [], b""
+    for n, token_id in enumerate(ids):
+        if (finished and n == len(ids) - 1) or (skip and tok.is_flagged_special(token_id)):
+            deltas.append("")
+            continue
+        pending += tok.kimi.decode_bytes([token_id])
+        text = pending.decode("utf-8", errors="ignore")
+        try:
+            pending.decode("utf-8")
+            pending = b""
+        except UnicodeDecodeError as err:
+            text, pending = pending[: err.start].decode("utf-8"), pending[err.start :]
+        deltas.append(text)
+    return deltas
+
+
+def respond_stream(case: dict[str, Any]) -> dict[str, Any]:
+    """The streaming path: the server's parser fed one token at a time (``parse_delta``) and the deltas
+    accumulated as an OpenAI client does (content and reasoning joined, tool calls merged by index)."""
+    from vllm.entrypoints.serve.utils.tool_calls_utils import resolve_finish_reason
+
+    profile = case["profile"]
+    tok = _tokenizer(profile)
+    srv = _serving(profile, tok)
+    request = _request(case)
+    parser = srv._make_parser(request, tok, {"thinking": case["thinking"]})
+    parser.set_prompt_token_ids(case["prompt_ids"])
+    request = parser.adjust_request(request=request)
+    ids = list(case["output_ids"])
+    message: dict[str, Any] = {"role": "assistant"}
+    calls: dict[int, dict[str, Any]] = {}
+    for n, (token_id, text) in enumerate(zip(ids, _text_deltas(tok, ids, case["finished"], bool(request.skip_special_tokens)))):
+        delta = parser.parse_delta(text, [token_id], request, case["prompt_ids"] if n == 0 else None, finished=n == len(ids) - 1)
+        if delta is None:
+            continue
+        for name in ("content", "reasoning"):
+            piece = getattr(delta, name, None)
+            if piece:
+                message[name] = message.get(name, "") + piece
+        for tc in delta.tool_calls or []:
+            call = calls.setdefault(tc.index, {"type": "function", "function": {"name": None, "arguments": ""}})
+            if tc.id:
+                call["id"] = tc.id
+            if tc.function is not None:
+                if tc.function.name:
+                    call["function"]["name"] = tc.function.name
+                if tc.function.arguments:
+                    call["function"]["arguments"] += tc.function.arguments
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    finish = resolve_finish_reason("stop" if case["finished"] else "length", request, bool(calls))
+    usage = {"prompt_tokens": len(case["prompt_ids"]), "completion_tokens": len(ids), "total_tokens": len(case["prompt_ids"]) + len(ids)}
+    response = {"id": "chatcmpl-harness", "object": "chat.completion", "model": "moonshotai/kimi",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}  # fmt: skip
+    return {"response": response}
+
+
 def main() -> None:
+    stubs.assert_no_real_torch()
     for line in sys.stdin:
         case = json.loads(line)
         if not supports(case["profile"]):
@@ -208,7 +292,7 @@ def main() -> None:
         rng = random.Random(case["case_id"])
         uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
         try:
-            result = respond(case)
+            result = respond_stream(case) if STREAM else respond(case)
         except Exception as exc:  # the server raising on an output is a result too (a 500)
             result = {"error": {"type": type(exc).__name__, "message": str(exc)[:500]}}
         print(json.dumps({"case_id": case["case_id"], **result}, ensure_ascii=False, sort_keys=True))

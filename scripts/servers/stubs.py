@@ -19,7 +19,6 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-
 _STUB_MODULE = "kimi_recon_stub"
 
 #: Accelerator plugins the servers probe for (`find_spec("torch_npu")`) to pick a platform: they must stay
@@ -48,10 +47,10 @@ class _AnyMeta(abc.ABCMeta):
         return _new_any(f"{cls.__name__}.{name}")
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        # A decorator stub (`@torch.inference_mode()`, `@triton.jit`) hands the function back.
         if cls.__module__ != _STUB_MODULE:
             # A real class of the server that derives from a stub (`class Op(nn.Module)`) instantiates.
             return super().__call__(*args, **kwargs)
+        # A decorator stub (`@torch.inference_mode()`, `@triton.jit`) hands the function back.
         if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], _AnyMeta):
             return args[0]
         return _new_any(cls.__name__ + "()")
@@ -224,6 +223,13 @@ class ServerSourceFinder(importlib.abc.MetaPathFinder):
         if os.path.exists(base + ".py"):
             return importlib.util.spec_from_file_location(fullname, base + ".py")
         return self.stub_finder.find_spec(fullname, path, target)
+
+
+def assert_no_real_torch() -> None:
+    """The harness's promise: torch, if present at all, is a stub."""
+    torch = sys.modules.get("torch")
+    if torch is not None and not isinstance(torch, StubModule):
+        raise RuntimeError("a real torch was imported; the harness must run without it")
 
 
 def install(source_root: str, top: str, forced: Sequence[str] = (), bare: Sequence[str] = ()) -> StubFinder:

@@ -53,9 +53,15 @@ class KimiHFTokenizerShim:
         return [self._special.get(t) for t in tokens]
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> Any:
+        """A special token's text, else the token's bytes as one character per byte (latin-1): a
+        byte-level token string, as the slow Kimi tokenizer's are, for ``convert_tokens_to_string``."""
         if isinstance(ids, int):
-            return self._by_id.get(ids) or self.kimi.decode([ids])
+            return self._by_id.get(ids) or self.kimi.token_bytes(ids).decode("latin-1")
         return [self.convert_ids_to_tokens(i) for i in ids if not (skip_special_tokens and i in self._flagged_special)]
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        data = b"".join(t.encode("utf-8") if t in self._special else t.encode("latin-1") for t in tokens)
+        return data.decode("utf-8", errors="replace")
 
     # text ------------------------------------------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool = False, **_: Any) -> list[int]:
