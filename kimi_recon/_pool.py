@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from . import responses
+from ._io import count_records
 from .errors import InvalidInputError
 from .flags import Flag, flags_to_json
 from .record_options import OPTION_KEYS
@@ -194,10 +195,22 @@ def _stream(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def progress_disabled_by_env() -> bool:
+    """``TQDM_DISABLE`` set to anything but ``""``, ``0`` or ``false`` turns every progress bar off (as tqdm's own
+    environment settings would, had the bar not been given ``disable`` explicitly)."""
+    return os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def _progress_bar(records: RecordsArg, progress: bool | None, desc: str) -> Any:
     """A tqdm bar on stderr; a disabled one (whose methods do nothing) when not shown."""
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if progress is None else progress
-    total = len(records) if isinstance(records, Sized) and not isinstance(records, (str, bytes)) else None
+    if progress_disabled_by_env():
+        show = False
+    total = None
+    if show and isinstance(records, (str, os.PathLike)):
+        total = count_records(records)  # one cheap pass, so the bar has a total and an ETA
+    elif isinstance(records, Sized) and not isinstance(records, (str, bytes)):
+        total = len(records)
     return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=not show)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
 from . import responses
-from ._io import check_input, open_input
+from ._io import check_input, read_lines
 from .compare import Comparison, check_ids, compare_checked_ids
-from .errors import InvalidInputError, InvalidRecordError
+from .errors import InvalidInputError, InvalidRecordError, preview
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from ._profile_check import ids_mismatch
 from .models import AssistantTurn
@@ -174,10 +174,9 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
 
 def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     check_input(path, "records")  # a missing file is an InputFileNotFoundError (a KimiReconError and a FileNotFoundError)
-    with open_input(path) as f:  # "-" is stdin
-        for line_no, raw in enumerate(f, 1):
-            if raw.strip():
-                yield line_no, raw
+    for line_no, raw in enumerate(read_lines(path, "records"), 1):  # "-" is stdin
+        if raw.strip():
+            yield line_no, raw
 
 
 def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidRecordError:
@@ -185,13 +184,19 @@ def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidR
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         value = json.loads(text)
     except UnicodeDecodeError as err:
-        return InvalidRecordError(f"is not UTF-8 ({err.reason} at byte {err.start})", field="line", line=line)
+        return InvalidRecordError(f"is not UTF-8 text ({err.reason} at byte {err.start})", line=line)
+    except json.JSONDecodeError as err:
+        return InvalidRecordError(
+            f"is not JSON ({err.msg}, column {err.colno}); the line starts {preview(err.doc.strip(), 60)}", line=line
+        )
     except ValueError as err:
-        return InvalidRecordError(f"is not JSON: {err}", field="line", line=line)
+        return InvalidRecordError(f"is not JSON: {err}", line=line)
     except RecursionError:
-        return InvalidRecordError("is nested too deeply to read", field="line", line=line)
+        return InvalidRecordError("is nested too deeply to read", line=line)
     if not isinstance(value, dict):
-        return InvalidRecordError(f"must be a JSON object, got {type(value).__name__}", field="line", line=line)
+        return InvalidRecordError(
+            f"must be a JSON object, found {type(value).__name__} {preview(value, 60)}", line=line
+        )
     return value
 
 

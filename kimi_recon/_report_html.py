@@ -90,6 +90,8 @@ ID_CHARS: Final = 120
 MESSAGE_CHARS: Final = 400
 DETAIL_CHARS: Final = 600
 TOKEN_CHARS: Final = 80
+#: The most characters of one value :func:`esc` writes: the last guard, for a value no section clipped.
+ESC_CHARS: Final = 2 * DETAIL_CHARS
 #: Flags shown on one record (a record has a handful; the JSON has them all).
 FLAGS_SHOWN: Final = 20
 #: Rows of the unreadable-records table (the JSON's ``errors`` are already capped by the audit).
@@ -102,8 +104,9 @@ Report = Mapping[str, Any]
 
 
 def esc(value: object) -> str:
-    """HTML-escaped text (quotes too), with lone surrogates made ``\\udXXX`` so the page is valid UTF-8."""
-    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    """HTML-escaped text (quotes too), with lone surrogates made ``\\udXXX`` so the page is valid UTF-8, and
+    cut to :data:`ESC_CHARS` whatever the caller clipped (so no data string reaches the page whole)."""
+    text = clip(str(value), ESC_CHARS).encode("utf-8", "backslashreplace").decode("utf-8")
     return html.escape(text, quote=True)
 
 
@@ -123,7 +126,10 @@ def figure(path: Sequence[str | int], value: Any, fmt: Callable[[Any], str] = fm
     """A figure read from the report at ``path``, tagged with that path (JSON list) for checking."""
     kind = "pct" if fmt is fmt_pct else "int"
     klass = f' class="{cls}"' if cls else ""
-    return f'<{tag}{klass} data-key="{esc(json.dumps(list(path)))}" data-format="{kind}">{esc(fmt(value))}</{tag}>'
+    if any(isinstance(part, str) and len(part) > ID_CHARS for part in path):
+        # a path through a data string (a provider name) would carry that string whole, unclipped
+        return f'<{tag}{klass} data-format="{kind}">{esc(fmt(value))}</{tag}>'
+    return f'<{tag}{klass} data-key="{html.escape(json.dumps(list(path)), quote=True)}" data-format="{kind}">{esc(fmt(value))}</{tag}>'
 
 
 def table(headers: Sequence[tuple[str, str]], rows: Iterable[Sequence[str]], cls: str = "") -> str:

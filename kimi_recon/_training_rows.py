@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 from ._io import to_json_line
+from ._terminal import terminal_safe
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
 from ._records import (
     RESPONSE_KEYS,
@@ -53,6 +54,7 @@ __all__ = [
     "SampleResult",
     "WriteSummary",
     "build_samples",
+    "default_errors_path",
     "errors_path_for",
     "sample_batch",
     "training_row",
@@ -352,6 +354,14 @@ def errors_path_for(output: str) -> str:
     return output.removesuffix(".jsonl") + ".errors.jsonl"
 
 
+def default_errors_path(output: str) -> str | None:
+    """The errors file written when none is given: :func:`errors_path_for`, or None (failures go to stderr)
+    when ``output`` is stdout or a device such as ``/dev/null``, next to which no file belongs."""
+    from ._io import is_device, is_stdio
+
+    return None if is_stdio(output) or is_device(output) else errors_path_for(output)
+
+
 @dataclass(frozen=True)
 class WriteSummary:
     """What a write did: rows and errors written, and where."""
@@ -381,7 +391,7 @@ def _write_results(results: Iterable[SampleResult], out: TextIO, errors: TextIO 
         if errors is not None:
             errors.write(_json_line(result.error_row()))
         else:
-            print(f"error: {result.error}", file=stderr)
+            print(terminal_safe(f"error: {result.error}"), file=stderr)  # ids and messages come from the data
     return rows, failed
 
 
@@ -403,8 +413,8 @@ def write_training_rows(
     from ._io import atomic_output, is_stdio
 
     err_stream = stderr if stderr is not None else sys.stderr
-    if errors_output is None and not is_stdio(output):
-        errors_output = errors_path_for(output)
+    if errors_output is None:
+        errors_output = default_errors_path(output)
     with atomic_output(output, "--output") as out:
         if errors_output is None:
             rows, failed = _write_results(results, out, None, err_stream)

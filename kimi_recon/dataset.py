@@ -164,8 +164,14 @@ class DatasetAudit:
     def records_per_second(self) -> float:
         return self.total / self.elapsed if self.elapsed > 0 else 0.0
 
-    def summary(self) -> str:
-        """A readable report: counts and rates of every kind, benign total, flags, errors and examples."""
+    def summary(self, examples: int | None = None) -> str:
+        """A readable report: counts and rates of every kind, benign total, flags, errors and examples.
+
+        ``examples`` caps the errors and the worst records of each kind listed (None: all that were kept),
+        and each of those lines is then cut to :data:`SUMMARY_LINE_CHARS`."""
+        def clip(text: str) -> str:
+            return text if examples is None else _clip_line(text)
+
         think = "on" if self.thinking else "off"
         lines = [
             f"kimi-recon audit: {self.total} records (profile {self.profile}, thinking {think} unless a record says otherwise)",
@@ -192,15 +198,16 @@ class DatasetAudit:
             )
         if self.error_count:
             lines.append(f"  errors ({self.error_count}):")
-            lines += [f"    {e}" for e in self.errors]
-            if self.error_count > len(self.errors):
-                lines.append(f"    … and {self.error_count - len(self.errors)} more")
+            listed = self.errors[:examples]
+            lines += [clip(f"    {e}") for e in listed]
+            if self.error_count > len(listed):
+                lines.append(f"    … and {self.error_count - len(listed)} more")
         for kind in KINDS:
-            shown = self.examples.get(kind, ())
+            shown = self.examples.get(kind, ())[:examples]
             if shown:
                 lines.append(f"  worst {kind} examples:")
                 for ex in shown:
-                    lines.append("    " + str(ex).replace("\n", "\n    "))
+                    lines.append(clip("    " + str(ex).replace("\n", "\n    ")))
         lines += ["  " + line for line in report_lines(self.token_counts)]
         if self.elapsed > 0:
             lines.append(f"  {self.elapsed:.2f} s, {self.records_per_second:.1f} records/s")
@@ -281,6 +288,14 @@ def _server_name(server: str | None) -> str | None:
 
     get_server(server)
     return server
+
+
+#: The longest line :meth:`DatasetAudit.summary` prints for an error or an example when ``examples`` is given.
+SUMMARY_LINE_CHARS = 300
+
+
+def _clip_line(text: str) -> str:
+    return text if len(text) <= SUMMARY_LINE_CHARS else text[: SUMMARY_LINE_CHARS - 1] + "…"
 
 
 def _pct(x: float) -> str:

@@ -110,6 +110,8 @@ class InvalidRecordError(InvalidInputError):
     def __init__(self, message: str, *, field: str | None = None, sample: object = None, line: int | None = None) -> None:
         super().__init__(message, field=field, sample=sample)
         self.line = line
+        if line is not None:  # the 1-based line leads, as in every CLI message
+            self.args = (f"line {line}{', ' if sample is not None or field is not None else ': '}{self.args[0]}",)
 
 
 class LogprobsError(InvalidInputError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import open_input
+from .._io import read_lines
 from ..errors import InvalidInputError
 from ..record_options import parse_options
 from .errors import holds_secret, redact_text
@@ -199,5 +199,4 @@ def parse_prompts(lines: Iterable[str | bytes], *, secret: str | None = None) ->
 
 def read_prompts(path: str | Path, *, secret: str | None = None) -> list[Prompt | BadPrompt]:
     """:func:`parse_prompts` over a file (``-`` for stdin), read as bytes: a line that is not UTF-8 is a bad prompt."""
-    with open_input(path) as f:
-        return parse_prompts(f, secret=secret)
+    return parse_prompts(read_lines(path, "prompts"), secret=secret)

@@ -225,6 +225,7 @@ def test_no_eight_characters_of_the_secret_reach_any_byte_of_the_output(
         summary = run_generate(config, key, client=client)
         assert summary.written == 1
         assert_no_piece_of_the_key(folder / "out.jsonl", key)
+        assert key_characters_in("\n".join(summary.lines()), key) == 0  # what the terminal is shown
 
 
 # -- 2. a key no request can carry fails before anything; error rows retried on request -------------------
