@@ -48,12 +48,13 @@ class _Job:
     profile: str | None  # None: each record's model id decides
     thinking: bool
     use_logprobs: bool
+    server: str | None = None
 
 
 def _audit_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None) -> list[RecordResult]:
     tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
     return [
-        audit_record(rec, tok, profile=job.profile, thinking=job.thinking, use_logprobs=job.use_logprobs, index=i, line=line)
+        audit_record(rec, tok, profile=job.profile, thinking=job.thinking, use_logprobs=job.use_logprobs, index=i, line=line, server=job.server)
         for i, line, rec in items
     ]
 
@@ -70,6 +71,7 @@ class RecordReconstruction:
     flags: tuple[Flag, ...] = ()
     error: RecordError | None = None
     token_counts: TokenCounts | None = None
+    server: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +83,7 @@ class RecordReconstruction:
             "flags": flags_to_json(self.flags),
             "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
+            "server": self.server,
         }
 
 
@@ -92,12 +95,12 @@ def _reconstruct_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer |
         try:
             rec = _as_record(record, line)
             rid = record_id(rec)
-            recon, counts, flags, _ = _reconstruct_checked(rec, tok, job.profile, job.thinking, job.use_logprobs)
+            recon, counts, flags, _ = _reconstruct_checked(rec, tok, job.profile, job.thinking, job.use_logprobs, job.server)
         except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
             error = record_error(index, line, rid, err)
             out.append(RecordReconstruction(index, error.line, rid, None, error=error))
             continue
-        out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, flags, token_counts=counts))
+        out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, flags, token_counts=counts, server=recon.server))
     return out
 
 
@@ -118,7 +121,8 @@ def _items(records: RecordsArg) -> Iterator[_Item]:
 _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "model", "thinking", "call_index_offset", "finish_reason", "logprobs",
      "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
-     "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS}  # the usage check's
+     "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS,  # the usage check's
+     "server", "sglext", "prompt_token_ids", "model"}  # the server's: named, or what a response (as the record) reveals
 )
 
 

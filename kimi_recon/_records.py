@@ -11,13 +11,13 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from . import responses
 from ._io import check_input, read_lines
 from .compare import Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError, InvalidRecordError, preview
-from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
+from .flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from ._profile_check import ids_mismatch
 from .models import AssistantTurn
 from .profiles import get_profile
@@ -25,6 +25,9 @@ from .reconstruct import Reconstruction, reconstruct_output_ids
 from .record_options import OPTION_KEYS, arrow_tools, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
+
+if TYPE_CHECKING:
+    from .servers import ServerProfile
 
 #: Keys a record may hold its response under, in the order they are looked for.
 RESPONSE_KEYS: tuple[str, ...] = ("response", "turn", "message")
@@ -91,6 +94,7 @@ class RecordResult:
     provider: str | None = None
     #: the profile the ids were rebuilt with (None when the record could not be read)
     profile: str | None = None
+    server: str | None = None
 
     @property
     def kind(self) -> str:
@@ -113,7 +117,7 @@ class RecordResult:
         if self.error is not None:
             return f"{ERROR}: {self.error}"
         assert self.comparison is not None
-        flags = f" [flags: {', '.join(f.code.value for f in self.flags)}]" if self.flags else ""
+        flags = f" [flags: {', '.join(f'{f.code.value} ({f.severity.value})' for f in self.flags)}]" if self.flags else ""
         return f"{self.where()}, source {self.source}{flags}: {self.comparison.explain()}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,6 +132,7 @@ class RecordResult:
             "comparison": self.comparison.to_dict() if self.comparison is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
             "provider": self.provider,
+            "server": self.server,
             "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
             "profile": self.profile,
         }
@@ -137,7 +142,8 @@ class RecordResult:
 
         ``kind``, ``exact``, ``benign``, ``first_diff`` (-1 when none), ``region``, ``detail``,
         ``source``, ``flags`` (the codes comma-separated: :func:`~kimi_recon.flags.flag_codes_text`, since Arrow
-        cannot type a list that is empty in the first rows), ``error_field`` and ``error`` ("" when none).
+        cannot type a list that is empty in the first rows), ``max_severity`` (their highest severity, ``""`` for
+        none), ``error_field`` and ``error`` ("" when none).
         """
         c, e = self.comparison, self.error
         row: dict[str, Any] = {
@@ -149,6 +155,7 @@ class RecordResult:
             "detail": c.detail if c is not None else "",
             "source": self.source or "",
             "flags": flag_codes_text(self.flags),
+            "max_severity": max_severity(self.flags),
             "error_field": (e.field or "") if e is not None else "",
             "error": e.message if e is not None else "",
         }
@@ -274,6 +281,7 @@ def reconstruct_record(
     profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
+    server: str | None = None,
 ) -> Reconstruction:
     """The output ids of one record's response (a JSON line is parsed first).
 
@@ -285,7 +293,7 @@ def reconstruct_record(
     """
     rec = _as_record(record, None)
     try:
-        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs)[1]
+        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs, server)[1]
     except InvalidInputError as err:
         raise err.with_sample(record_id(rec)) from None
 
@@ -320,21 +328,41 @@ def missing_field(rec: Mapping[str, Any], keys: Sequence[str]) -> InvalidInputEr
     return InvalidInputError(f"is missing: a record needs {need}{hint}{present}", field=keys[0])
 
 
+def record_server(rec: Mapping[str, Any], server: str | None = None) -> ServerProfile:
+    """The server of a record: its ``server`` field, else ``server``, else what its response reveals, else unknown."""
+    from .servers import server_of
+
+    found = _pick(rec, RESPONSE_KEYS)
+    return server_of(rec, found[1] if found is not None else rec, server)
+
+
 def _reconstruct(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool, server: str | None = None
 ) -> tuple[AssistantTurn, Reconstruction]:
     """The record's turn and its reconstruction, without the usage check (which may render the prompt)."""
     turn = turn_of_record(rec)
     prof, think, offset = _options(rec, profile, thinking, turn.metadata.get("model"))
-    return turn, reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
+    usage = rec.get("usage")
+    return turn, reconstruct_output_ids(
+        turn,
+        tok,
+        prof,
+        think,
+        call_index_offset=offset,
+        use_logprobs=use_logprobs,
+        server=record_server(rec, server),
+        usage=usage if isinstance(usage, Mapping) else None,
+    )
 
 
 def _reconstruct_checked(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool, server: str | None = None
 ) -> tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]:
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
-    turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs)
-    counts, unchecked = record_token_counts(rec, turn, recon.ids, tok, recon.profile, recon.thinking)
+    turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs, server)
+    counts, unchecked = record_token_counts(
+        rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server, reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED)
+    )
     flags = recon.flags + unchecked + (counts.flags() if counts is not None else ())
     provider = rec.get("provider", turn.metadata.get("provider"))
     return recon, counts, flags, provider if isinstance(provider, str) else None
@@ -348,6 +376,8 @@ def record_token_counts(
     profile: str,
     thinking: bool,
     prompt_len: int | None = None,
+    server: str | ServerProfile | None = None,
+    reasoning_into_tools: bool = False,
 ) -> tuple[TokenCounts | None, tuple[Flag, ...]]:
     """The usage check of one record (None when it carries no ``usage``) and the flags of figures that
     could not be checked.
@@ -355,7 +385,8 @@ def record_token_counts(
     ``usage`` is the record's own or its response's. The prompt length is ``prompt_len`` when given,
     else the record's ``messages`` (and ``tools``) rendered and encoded, else its ``prompt_ids``' length.
     A prompt that cannot be rendered leaves ``prompt_tokens`` unchecked (code ``prompt_tokens_unchecked``)
-    rather than failing the record.
+    rather than failing the record. ``server`` pins the counting convention its ``completion_tokens``
+    follows (:attr:`~kimi_recon.servers.ServerProfile.completion_conventions`; None or unknown: any known one).
     """
     usage = rec.get("usage")
     if not isinstance(usage, Mapping):
@@ -376,7 +407,18 @@ def record_token_counts(
                 unchecked = (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, why, f"usage.{PROMPT}"),)
         elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
             prompt_len = len(prompt_ids)
-    counts = check_with_profile(usage, output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
+    from .servers import get_server
+
+    pinned = get_server(server).completion_conventions if server is not None else frozenset()
+    counts = check_with_profile(
+        usage,
+        output_ids,
+        prompt_len,
+        profile,
+        truncated_in=turn.metadata.get("truncated_in"),
+        completion_conventions=pinned or None,
+        reasoning_into_tools=reasoning_into_tools,
+    )
     return counts, unchecked
 
 
@@ -389,13 +431,16 @@ def audit_record(
     use_logprobs: bool = True,
     index: int = 0,
     line: int | None = None,
+    server: str | None = None,
 ) -> RecordResult:
     """Reconstruct one record's output ids and compare them with its reference ids. Never raises on bad data.
 
     ``tokenizer`` is a :class:`KimiTokenizer` or a source (None = bundled, a directory, a Hub id) that
     is loaded once per process. A malformed record (not JSON, no response, bad turn, reference ids
     missing or out of the vocabulary) gives a result whose ``error`` names the field; any other
-    exception is reported the same way with its type, so one bad record never stops a batch.
+    exception is reported the same way with its type, so one bad record never stops a batch. ``server``
+    names the server that produced the response (see :func:`~kimi_recon.reconstruct.reconstruct_output_ids`);
+    the record's ``server`` field wins.
     """
     rid: str | None = None
     try:
@@ -407,7 +452,7 @@ def audit_record(
         if ref_found is None:
             raise missing_field(rec, REFERENCE_KEYS)
         reference = check_ids(ref_found[1], tok, ref_found[0])
-        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
+        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs, server)
         wrong_format = ids_mismatch(get_profile(recon.profile), reference, ref_found[0])
         if wrong_format is not None:
             flags = (wrong_format, *flags)
@@ -416,7 +461,9 @@ def audit_record(
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         error = record_error(index, line, rid, err)
         return RecordResult(index, error.line, rid, error=error)
-    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider, profile=recon.profile)
+    return RecordResult(
+        index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider, profile=recon.profile, server=recon.server
+    )
 
 
 def audit_row(
@@ -427,6 +474,7 @@ def audit_row(
     thinking: bool = True,
     use_logprobs: bool = True,
     prefix: str = "audit_",
+    server: str | None = None,
 ) -> dict[str, Any]:
     """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``.
 
@@ -434,7 +482,7 @@ def audit_row(
     (:func:`~kimi_recon.record_options.arrow_tools`)."""
     if isinstance(record, Mapping) and "tools" in record:
         record = {**record, "tools": arrow_tools(record["tools"])}
-    return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs).to_row(prefix)
+    return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, server=server).to_row(prefix)
 
 
 def batch_indices(
@@ -462,6 +510,7 @@ def audit_batch(
     thinking: bool = True,
     use_logprobs: bool = True,
     prefix: str = "audit_",
+    server: str | None = None,
 ) -> dict[str, list[Any]]:
     """Column-wise :func:`audit_row` over a batch (``dataset.map(audit_batch, batched=True)``, Ray ``map_batches``).
 
@@ -474,7 +523,9 @@ def audit_batch(
     tokenizer, _ = batch_indices(tokenizer, None, n)
     out: dict[str, list[Any]] = {}
     for i in range(n):
-        row = audit_row({c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix)
+        row = audit_row(
+            {c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix, server=server
+        )
         for k, v in row.items():
             out.setdefault(k, []).append(v)
     if not out:

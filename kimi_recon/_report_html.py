@@ -65,6 +65,10 @@ nav.toc a { margin-right: 10px; white-space: nowrap; }
 .record .head { display: flex; flex-wrap: wrap; gap: 6px 14px; align-items: baseline; }
 .pill { border-radius: 10px; padding: 1px 8px; color: #fff; font-size: 12.5px; font-weight: 600; }
 .flag { border: 1px solid var(--line); border-radius: 10px; padding: 0 7px; font-size: 12px; background: var(--soft); }
+.sev { border-radius: 10px; padding: 0 7px; font-size: 12px; }
+.sev-loss { background: #ffebe9; border-color: #cf222e; color: #a40e26; }
+.sev-risk { background: #fff8c5; border-color: #bf8700; color: #7d4e00; }
+.sev-info { background: #ddf4ff; border-color: #0969da; color: #0550ae; }
 .detail { margin: 6px 0 8px; overflow-wrap: anywhere; }
 table.diff { width: 100%; table-layout: fixed; }
 table.diff td, table.diff th { padding: 2px 8px; }
@@ -235,12 +239,52 @@ def _count_table(report: Report, key: str, label: str) -> str:
     return table([(label, ""), ("records", "num"), ("", "barcell")], rows)
 
 
+def _severity(report: Report, code: str) -> str:
+    """A code's severity: the report's own (``flag_severities``), else this version's table, else unknown."""
+    written = (report.get("flag_severities") or {}).get(code)
+    if isinstance(written, str):
+        return written
+    from .errors import InvalidInputError
+    from .flags import severity_of
+
+    try:
+        return severity_of(code).value
+    except InvalidInputError:
+        return "unknown"
+
+
+def _flag_table(report: Report) -> str:
+    counts: Mapping[str, int] = report.get("flag_counts") or {}
+    if not counts:
+        return '<p class="muted">No flags.</p>'
+    compared = max(1, int(report["compared"]))
+    ordered = sorted(counts.items(), key=lambda kv: (-int(kv[1]), kv[0]))
+    rows = [
+        [f"<code>{esc(name)}</code>", _severity_badge(_severity(report, name)), figure(["flag_counts", name], n), bar(int(n) / compared, "#57606a")]
+        for name, n in ordered
+    ]
+    return table([("flag", ""), ("severity", ""), ("records", "num"), ("", "barcell")], rows)
+
+
+def _severity_badge(severity: str) -> str:
+    return f'<span class="sev sev-{esc(severity)}">{esc(severity)}</span>'
+
+
 def section_flags(report: Report) -> str:
     if "flag_counts" not in report:
         return ""
     out = "<h2 id=\"flags\">Reconstruction flags</h2>"
-    out += '<p class="muted small">What reconstruction noticed that may make ids differ (a record can have several).</p>'
-    out += _count_table(report, "flag_counts", "flag")
+    out += (
+        '<p class="muted small">What reconstruction noticed that may make ids differ (a record can have several). '
+        "Severity: info, nothing may differ; risk, the ids may differ and the data cannot tell; loss, they differ "
+        "or almost surely do (drop those before training).</p>"
+    )
+    by_severity: Mapping[str, int] = report.get("severity_counts") or {}
+    if by_severity:
+        out += '<p class="small">records by worst flag: ' + ", ".join(
+            f"{_severity_badge(s)} {esc(fmt_int(int(by_severity.get(s, 0))))}" for s in ("loss", "risk", "info", "none")
+        ) + "</p>"
+    out += _flag_table(report)
     if report.get("source_counts"):
         out += "<h3>Where the ids came from</h3>" + _count_table(report, "source_counts", "source")
     return out
@@ -397,8 +441,10 @@ def _record_card(n: int, record: Mapping[str, Any]) -> str:
     )
     # a flag repeats once per field it concerns; older reports hold bare codes, newer ones flag objects
     times = Counter(str(f.get("code")) if isinstance(f, Mapping) else str(f) for f in record.get("flags", []))
+    written = {str(f.get("code")): str(f["severity"]) for f in record.get("flags", []) if isinstance(f, Mapping) and "severity" in f}
     flags = "".join(
-        f'<span class="flag">{esc(clip(f, ID_CHARS))}{f" ×{n}" if n > 1 else ""}</span> ' for f, n in list(times.items())[:FLAGS_SHOWN]
+        f'<span class="flag sev-{esc(written.get(f) or _severity({}, f))}">{esc(clip(f, ID_CHARS))}{f" ×{n}" if n > 1 else ""}</span> '
+        for f, n in list(times.items())[:FLAGS_SHOWN]
     )
     return (
         f'<div class="record" id="{anchor(record)}"><div class="head">{"".join(head)}</div>'

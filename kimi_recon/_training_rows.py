@@ -4,13 +4,14 @@ A training row holds exactly what SpecForge (online ``prompts_path``) and vLLM s
 (``prepare_data.py --data``) read as pre-tokenized input, plus columns both ignore::
 
     {"id": "conv-1", "input_ids": [...], "loss_mask": [0, ..., 1, ...], "prompt_len": 812, "flags": "",
-     "token_counts": ""}
+     "max_severity": "", "token_counts": ""}
 
 Every column has one type in every row, because the Hugging Face JSON loader fixes a column's type from
 the first block it reads (10 MB) and fails on a later row that disagrees: ``id`` is always a string
 (``line-N`` for a record without one), ``flags`` a comma-separated string of flag codes (``""`` for
 none: :func:`~kimi_recon.flags.flag_codes_text`, the flat form of the flag objects other outputs write)
-rather than a list that would be empty, hence untyped, in most rows, and ``token_counts`` the usage
+rather than a list that would be empty, hence untyped, in most rows, ``max_severity`` the highest severity
+among them (``""``, ``"info"``, ``"risk"``, ``"loss"``: :func:`~kimi_recon.flags.max_severity`), and ``token_counts`` the usage
 check as JSON text (``""`` when the record carried no usage) rather than an object most rows lack. A record that cannot become
 a row — malformed, or with no output token to train on — is an error, never a row: the trainers either
 stop at it or skip it silently.
@@ -41,7 +42,7 @@ from ._records import (
     record_id,
 )
 from .errors import InvalidInputError
-from .flags import flag_codes_text
+from .flags import Severity, flag_codes_text, flags_at_least, max_severity
 from .profiles import get_profile
 from .record_options import arrow_tools
 from .tokenizer import KimiTokenizer
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 #: The columns of a training row, in the order they are written.
-ROW_COLUMNS: tuple[str, ...] = ("id", "input_ids", "loss_mask", "prompt_len", "flags", "token_counts")
+ROW_COLUMNS: tuple[str, ...] = ("id", "input_ids", "loss_mask", "prompt_len", "flags", "max_severity", "token_counts")
 #: The columns :func:`sample_batch` returns: a row's, plus ``error`` (None, or why the record failed).
 BATCH_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "error")
 #: Record keys that may hold JSON text instead of objects (Arrow columns are often stored that way).
@@ -70,18 +71,26 @@ BATCH_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "error")
 _JSON_KEYS: tuple[str, ...] = ("messages", *RESPONSE_KEYS)
 
 
-def row_of_sample(sample: TrainingSample, row_id: str | None) -> dict[str, Any]:
-    """The training row of a sample; raises when it has nothing to train on (the trainers would drop it)."""
+def row_of_sample(sample: TrainingSample, row_id: str | None, drop_severity: Severity | str | None = None) -> dict[str, Any]:
+    """The training row of a sample; raises when it has nothing to train on (the trainers would drop it), or
+    when ``drop_severity`` is given and a flag is at or above it (the row is refused, never left out silently)."""
     if not sample.output_ids:
         raise InvalidInputError(
             "gives no output token, so the row would have nothing to train on (loss_mask all 0)", field="response"
         )
+    if drop_severity is not None:
+        floor = Severity(drop_severity)
+        dropping = flags_at_least(sample.flags, floor)
+        if dropping:
+            codes = ", ".join(sorted({f"{f.code.value} ({f.severity.value})" for f in dropping}))
+            raise InvalidInputError(f"is flagged {codes}, at or above the dropped severity {floor.value!r}", field="flags")
     return {
         "id": row_id,
         "input_ids": sample.input_ids,
         "loss_mask": sample.loss_mask,
         "prompt_len": sample.prompt_len,
         "flags": flag_codes_text(sample.flags),
+        "max_severity": max_severity(sample.flags),
         "token_counts": json.dumps(sample.token_counts.to_dict()) if sample.token_counts is not None else "",
     }
 
@@ -93,15 +102,18 @@ def training_row(
     profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
+    drop_severity: Severity | str | None = None,
+    server: str | None = None,
 ) -> dict[str, Any]:
     """One record's training row (see the module doc); raises :class:`InvalidInputError` naming the field and id.
 
-    ``template`` replaces the profile's chat template for the prompt (see :func:`~kimi_recon.training.sample_from_record`)."""
+    ``template`` replaces the profile's chat template for the prompt (see :func:`~kimi_recon.training.sample_from_record`).
+    ``drop_severity`` (e.g. ``"loss"``) refuses a record with a flag at or above it (field ``flags``)."""
     tok = get_tokenizer(tokenizer)
-    sample = sample_from_record(record, tok, profile=profile, thinking=thinking, template=template)
+    sample = sample_from_record(record, tok, profile=profile, thinking=thinking, template=template, server=server)
     rid = record_id(record)
     try:
-        return row_of_sample(sample, rid)
+        return row_of_sample(sample, rid, drop_severity)
     except InvalidInputError as err:
         raise err.with_sample(rid) from None
 
@@ -143,13 +155,15 @@ def sample_result(
     template: str | None = None,
     index: int = 0,
     line: int | None = None,
+    drop_severity: Severity | str | None = None,
+    server: str | None = None,
 ) -> SampleResult:
     """:func:`training_row` that never raises: a record's failure (of any kind) is a result with an error."""
     rid: str | None = None
     try:
         rec = _as_record(record, line)
         rid = record_id(rec)
-        row = training_row(rec, tok, profile=profile, thinking=thinking, template=template)
+        row = training_row(rec, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server)
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         return _failure(index, line, rid, err)
     if row["id"] is None:
@@ -158,11 +172,18 @@ def sample_result(
 
 
 def _sample_chunk(
-    items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None, *, template: str | None = None
+    items: list[_Item],
+    job: _Job,
+    tokenizer: KimiTokenizer | None = None,
+    *,
+    template: str | None = None,
+    drop_severity: str | None = None,
 ) -> list[SampleResult]:
     tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
     return [
-        sample_result(rec, tok, profile=job.profile, thinking=job.thinking, template=template, index=i, line=line)
+        sample_result(
+            rec, tok, profile=job.profile, thinking=job.thinking, template=template, index=i, line=line, drop_severity=drop_severity, server=job.server
+        )
         for i, line, rec in items
     ]
 
@@ -177,19 +198,27 @@ def build_samples(
     workers: int | None = 1,
     chunk_size: int = 16,
     progress: bool | None = False,
+    drop_severity: Severity | str | None = None,
+    server: str | None = None,
 ) -> Generator[SampleResult, None, None]:
     """A :class:`SampleResult` for every record of a JSONL path or an iterable, lazily and in input order.
 
     ``workers`` > 1 (None or 0: all cores) spreads chunks of ``chunk_size`` records over a process pool
     with the tokenizer loaded once per worker; the results are the same as with one worker.
+    ``drop_severity`` makes a record flagged at or above it a failure (see :func:`training_row`).
     """
     if profile is not None:
         get_profile(profile)
+    drop = None if drop_severity is None else Severity(drop_severity).value
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
-    job = _Job(source, profile, thinking, True)
+    if server is not None:
+        from .servers import get_server
+
+        get_server(server)  # a typo fails the call, not every record
+    job = _Job(source, profile, thinking, True, server)
     with _progress_bar(records, progress, "build-samples") as bar:
-        work = functools.partial(_sample_chunk, template=template)  # picklable: a module function and a string
+        work = functools.partial(_sample_chunk, template=template, drop_severity=drop)  # picklable: a module function and strings
         for result in _stream(records, work, job, tok, n, chunk_size, slim=False):
             bar.update(1)
             yield result
@@ -254,6 +283,8 @@ def sample_batch(
     profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
+    drop_severity: Severity | str | None = None,
+    server: str | None = None,
     error_rows: Literal["keep", "omit"] = "keep",
     indices: Sequence[int] | None = None,
 ) -> dict[str, list[Any]]:
@@ -278,7 +309,8 @@ def sample_batch(
     through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none).
     ``messages`` and the response arriving as numpy arrays (Ray's view of such objects) are refused as a
     row error; ``tools`` go to :func:`~kimi_recon.record_options.parse_options`, which removes the filled
-    nulls where that is exact and refuses the record where it is not.
+    nulls where that is exact and refuses the record where it is not. ``drop_severity`` (e.g. ``"loss"``)
+    makes a record flagged at or above it such an error row, its ``error`` naming the flags.
 
     ``error_rows="omit"`` leaves the failed records out of the result instead (the batch comes back
     shorter; in ``datasets`` this needs ``remove_columns=ds.column_names``) and logs each one, its id and
@@ -296,10 +328,10 @@ def sample_batch(
         rid = record_id({"id": _plain(batch["id"][i])}) if "id" in batch else None
         try:
             record = _batch_record(batch, columns, i)
-            row = training_row(record, tok, profile=profile, thinking=thinking, template=template)
+            row = training_row(record, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server)
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
-            row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "token_counts": ""}
+            row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "max_severity": "", "token_counts": ""}
             failure = _failure(i if indices is None else indices[i], None, rid, err).error
             assert failure is not None
             place = failure.where() if indices is not None else f"batch row {i}" + (f" (id {rid!r})" if rid is not None else "")

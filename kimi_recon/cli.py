@@ -82,7 +82,13 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
 
     _check_files(args, [("--output", args.output)])
     results = reconstruct_records(
-        args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=_progress(args)
+        args.input,
+        args.tokenizer,
+        profile=args.profile,
+        thinking=not args.no_thinking,
+        workers=args.workers,
+        progress=_progress(args),
+        server=args.server,
     )
     return _write_rows(args, (r.to_dict() for r in results), "reconstructed")
 
@@ -119,6 +125,8 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
         template=template,
         workers=args.workers,
         progress=_progress(args),
+        drop_severity=args.drop_severity,
+        server=args.server,
     )
     return _training_summary(args, write_training_rows(results, args.output, args.errors), "build-samples")
 
@@ -171,6 +179,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         thinking=not args.no_thinking,
         workers=args.workers,
         worst=args.html_examples,
+        server=args.server,
         examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
         progress=_progress(args),
     )
@@ -378,6 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
             "(default: each record's model id decides, kimi-k2.5 when it names none)",
         )
         p.add_argument("--no-thinking", action="store_true", help="the turns were generated with thinking off")
+        p.add_argument(
+            "--server",
+            default=None,
+            help="the server whose parsers produced the responses: vllm==0.15.1, vllm==0.33.0, sglang==0.5.23, vllm, "
+            "sglang (newest known), none (raw model text); default: what each response reveals, else unknown (may "
+            "lose whatever any known parser loses). A record's own server field wins",
+        )
         return p
 
     p = with_tokenizer(_command(sub, "audit-tokens", "check the tokenizer's special tokens (and your constants) against the Kimi registry", AUDIT_TOKENS_HELP))
@@ -417,6 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="render prompts with this Jinja chat template instead of the profile's; a record's template_kwargs "
         "(e.g. {\"preserve_thinking\": true}) reach it as variables",
+    )
+    p.add_argument(
+        "--drop-severity",
+        choices=("info", "risk", "loss"),
+        default=None,
+        help="send records with a flag of this severity or above to the errors file (loss: ids that almost surely "
+        "differ from the model's; risk: also those that may differ)",
     )
     p.set_defaults(func=cmd_build_samples)
 

@@ -38,6 +38,7 @@ from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, Wor
 from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidRecordError, preview
 from ._profile_check import suggested_profile
+from .flags import max_severity, severity_of
 from .profiles import DEFAULT_PROFILE, get_profile
 from .usage_stats import TokenCountTally, report_lines
 
@@ -118,6 +119,8 @@ class DatasetAudit:
     #: The usage check per provider (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
     token_counts: Mapping[str, Any] = field(default_factory=dict)
     breakdown: AuditBreakdown | None = None  # first-difference histogram and worst records, for reports
+    #: Compared records by the highest severity among their flags (``"none"``: no flag).
+    severity_counts: Mapping[str, int] = field(default_factory=dict)
     #: how many compared records were rebuilt with each profile (with ``profile=None`` each record's model id decides)
     profile_counts: Mapping[str, int] = field(default_factory=dict)
     #: profile -> how many records were flagged ``profile_mismatch`` saying to use it
@@ -186,7 +189,13 @@ class DatasetAudit:
         if self.source_counts:
             lines.append("  ids from: " + ", ".join(f"{k} {v}" for k, v in sorted(self.source_counts.items())))
         if self.flag_counts:
-            lines.append("  flags: " + ", ".join(f"{k} {v}" for k, v in sorted(self.flag_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+            lines.append("  flags: " + ", ".join(f"{k} ({_severity_text(k)}) {v}" for k, v in sorted(self.flag_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+        if self.severity_counts:
+            lines.append(
+                "  records by worst flag: "
+                + ", ".join(f"{s} {self.severity_counts.get(s, 0)}" for s in SEVERITY_ORDER)
+                + " (drop loss before training; see docs/pitfalls.md)"
+            )
         if self.error_count:
             lines.append(f"  errors ({self.error_count}):")
             listed = self.errors[:examples]
@@ -246,6 +255,8 @@ class DatasetAudit:
             "errors": [e.to_dict() for e in self.errors],
             "examples": {k: [r.to_dict() for r in v] for k, v in self.examples.items()},
             "flag_counts": dict(self.flag_counts),
+            "flag_severities": {k: _severity_text(k) for k in self.flag_counts},
+            "severity_counts": dict(self.severity_counts),
             "source_counts": dict(self.source_counts),
             "profile": self.profile,
             "thinking": self.thinking,
@@ -256,6 +267,27 @@ class DatasetAudit:
             "profile_hints": dict(self.profile_hints),
             **(self.breakdown.to_dict() if self.breakdown is not None else {}),
         }
+
+
+#: The order severities are listed in, worst first (``none``: records without a flag).
+SEVERITY_ORDER: tuple[str, ...] = ("loss", "risk", "info", "none")
+
+
+def _severity_text(code: str) -> str:
+    try:
+        return severity_of(code).value
+    except InvalidInputError:  # a code of another version, read from an older report
+        return "unknown"
+
+
+def _server_name(server: str | None) -> str | None:
+    """``server`` checked once up front (a typo fails the call, not every record)."""
+    if server is None:
+        return None
+    from .servers import get_server
+
+    get_server(server)
+    return server
 
 
 #: The longest line :meth:`DatasetAudit.summary` prints for an error or an example when ``examples`` is given.
@@ -283,15 +315,17 @@ def reconstruct_records(
     workers: int | None = 1,
     chunk_size: int = 64,
     progress: bool | None = False,
+    server: str | None = None,
 ) -> Generator[RecordReconstruction, None, None]:
     """Rebuild the output ids of every record of a JSONL path or an iterable, lazily and in input order.
 
     Malformed records come back with ``error`` set instead of stopping the stream. ``workers`` > 1
-    (None or 0: all cores) uses a process pool with bounded work in flight.
+    (None or 0: all cores) uses a process pool with bounded work in flight. ``server`` names the server
+    that produced the responses (:mod:`kimi_recon.servers`; a record's ``server`` field wins).
     """
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
-    job = _Job(source, profile, thinking, use_logprobs)
+    job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
     with _progress_bar(records, progress, "reconstruct") as bar:
         for result in _stream(records, _reconstruct_chunk, job, tok, n, chunk_size):
             bar.update(1)
@@ -307,6 +341,7 @@ class _Tally:
         self.error_count = 0
         self.errors: list[RecordError] = []
         self.flags: Counter[str] = Counter()
+        self.severities: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()
         self.token_counts = TokenCountTally()
         self.heaps: WorstHeaps = {}
@@ -327,6 +362,7 @@ class _Tally:
         assert comparison is not None
         self.counts[comparison.kind] += 1
         self.flags.update({f.code.value for f in result.flags})
+        self.severities[max_severity(result.flags) or "none"] += 1
         self.hints.update({hint for hint in map(suggested_profile, result.flags) if hint is not None})
         if result.profile is not None:
             self.profiles[result.profile] += 1
@@ -358,6 +394,7 @@ class _Tally:
             elapsed=elapsed,
             token_counts=self.token_counts.to_dict(),
             breakdown=self.breakdown.freeze(),
+            severity_counts=dict(self.severities),
             profile_counts=dict(self.profiles),
             profile_hints=dict(self.hints),
         )
@@ -376,6 +413,7 @@ def audit_dataset(
     max_errors: int = 100,
     chunk_size: int = 64,
     worst: int = DEFAULT_WORST,
+    server: str | None = None,
 ) -> DatasetAudit:
     """Audit every record of a JSONL file (a ``str`` or path) or an iterable of records (see the module doc).
 
@@ -385,7 +423,9 @@ def audit_dataset(
     ``chunk_size`` records over a process pool, at most ``4 * workers`` chunks in flight, the tokenizer
     loaded once per worker; the result is the same as with ``workers=1``. ``progress`` None shows a
     tqdm bar when stderr is a terminal. No record is dropped: a malformed one is counted as an error
-    with its line number (JSONL) or index, and the others are processed.
+    with its line number (JSONL) or index, and the others are processed. ``server`` names the server that
+    produced the responses (:mod:`kimi_recon.servers`: what its parsers can lose, how it counts; a record's
+    ``server`` field wins; None: what each response reveals, else unknown).
     """
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
         raise InvalidInputError(f"must be a non-negative integer, got {preview(examples)}", field="examples")
@@ -395,7 +435,7 @@ def audit_dataset(
         get_profile(profile)
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
-    job = _Job(source, profile, thinking, use_logprobs)
+    job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
     tally = _Tally(examples, max_errors, worst)
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:

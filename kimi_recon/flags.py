@@ -1,8 +1,10 @@
 """Flags: what reconstruction noticed that may make the ids differ from what the model emitted.
 
 One code enum (:class:`FlagCode`, every code the package emits), one type (:class:`Flag`) and one
-serialisation. A flag is written as a JSON object ``{"code", "message", "field"}`` (plus ``"delta"`` on the
-usage-check mismatch flags), and a list of flags as a list of those objects: generate rows, ``reconstruct``
+serialisation. Every code has one :class:`Severity` (:data:`SEVERITIES`): ``info`` (nothing may differ),
+``risk`` (the ids may differ; the data cannot tell) or ``loss`` (they differ, or almost surely do). A flag is
+written as a JSON object ``{"code", "severity", "message", "field"}`` (plus ``"delta"`` on the usage-check
+mismatch flags), and a list of flags as a list of those objects: generate rows, ``reconstruct``
 rows, ``audit --json`` records and :meth:`~kimi_recon.training.TrainingSample.to_dict` all use
 :func:`flags_to_json`.
 
@@ -11,18 +13,21 @@ The one exception is a column whose type Arrow must fix from the first rows it r
 list is untyped while it is empty, so a file whose first block has no flags fails to load later
 (``datasets.load_dataset("json")`` raises on the first flagged row after it: tests/test_flags.py shows it),
 and a flag's ``field`` is null in some rows. Those columns hold :func:`flag_codes_text`: the codes of the
-same flags joined by commas (``""`` for none), a plain string in every row.
+same flags joined by commas (``""`` for none), a plain string in every row, and beside them
+:func:`max_severity` (``""``, ``"info"``, ``"risk"`` or ``"loss"``), the column to filter training rows on.
 
 :func:`flags_from_json` reads every shape a file may hold (objects, bare code strings, comma-joined text,
 this version's or an older one), mapping renamed codes to their new names (:data:`RENAMED_CODES`).
 
 >>> flag = Flag(FlagCode.TRUNCATED, "cut off", "finish_reason")
 >>> flag.code == "truncated", flag.to_dict()
-(True, {'code': 'truncated', 'message': 'cut off', 'field': 'finish_reason'})
+(True, {'code': 'truncated', 'severity': 'risk', 'message': 'cut off', 'field': 'finish_reason'})
 >>> flag_codes_text([flag, Flag("lone_surrogate", "m", "content")])
 'truncated,lone_surrogate'
 >>> [f.code.value for f in flags_from_json("reasoning_missing,truncated")]
 ['reasoning_not_returned', 'truncated']
+>>> flag.severity, max_severity([flag]), flags_at_least([flag], Severity.LOSS)
+(<Severity.RISK: 'risk'>, 'risk', ())
 """
 
 from __future__ import annotations
@@ -34,7 +39,64 @@ from typing import Any, Final
 
 from .errors import InvalidInputError, preview
 
-__all__ = ["RENAMED_CODES", "Flag", "FlagCode", "flag_codes_text", "flags_from_json", "flags_to_json"]
+__all__ = [
+    "RENAMED_CODES",
+    "SEVERITIES",
+    "Flag",
+    "FlagCode",
+    "Severity",
+    "flag_codes_text",
+    "flags_at_least",
+    "flags_from_json",
+    "flags_to_json",
+    "max_severity",
+]
+
+
+class Severity(str, enum.Enum):
+    """How much a flag says about the ids, in increasing order (``Severity.INFO < Severity.LOSS``).
+
+    ``INFO``: nothing may differ (how the ids were obtained). ``RISK``: the ids may differ from what the
+    model emitted and the data cannot tell. ``LOSS``: they differ, or almost surely do; drop such rows
+    before training.
+    """
+
+    INFO = "info"
+    RISK = "risk"
+    LOSS = "loss"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank < other.rank
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank <= other.rank
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank > other.rank
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank >= other.rank
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+_RANK: Final[Mapping[Severity, int]] = {Severity.INFO: 0, Severity.RISK: 1, Severity.LOSS: 2}
 
 
 class FlagCode(str, enum.Enum):
@@ -76,6 +138,11 @@ class FlagCode(str, enum.Enum):
     REASONING_SOURCES_DISAGREE = "reasoning_sources_disagree"
     SAMPLE_OUTPUT_MISMATCH = "sample_output_mismatch"
     API_KEY_IN_TEXT = "api_key_in_text"
+    # what a server's parsers can lose (kimi_recon.servers, kimi_recon.reconstruct)
+    SERVER_MAY_HAVE_LOST = "server_may_have_lost"
+    SERVER_TOKEN_IDS_USED = "server_token_ids_used"
+    SERVER_TOKEN_IDS_UNUSABLE = "server_token_ids_unusable"
+    THINK_END_OMITTED = "think_end_omitted"
 
     def __str__(self) -> str:  # the value, not "FlagCode.TRUNCATED", in messages on every Python version
         return self.value
@@ -87,6 +154,47 @@ class FlagCode(str, enum.Enum):
 #: Codes older versions wrote -> their name now. ``reasoning_missing`` (thinking on, the response carried no
 #: reasoning) collided with the compare kind ``reasoning_missing`` (one id list has reasoning, the other none).
 RENAMED_CODES: Final[Mapping[str, FlagCode]] = {"reasoning_missing": FlagCode.REASONING_NOT_RETURNED}
+
+
+_I, _R, _L = Severity.INFO, Severity.RISK, Severity.LOSS
+#: The one severity of every code (a test checks every member has one and docs/api.md shows it).
+SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
+    FlagCode.REASONING_DROPPED: _L,  # the model wrote reasoning the ids leave out
+    FlagCode.REASONING_INCOMPLETE: _L,  # only a summary or an encrypted blob came back
+    FlagCode.SPECIAL_TEXT_IN_FIELD: _R,  # special ids or plain text: which one the model emitted is unknown
+    FlagCode.GENERATED_TOOL_CALL_ID: _R,  # the index of the written id is assumed
+    FlagCode.FOREIGN_TOOL_CALL_ID: _L,  # the model never writes a server's id
+    FlagCode.ARGUMENTS_NOT_JSON: _R,
+    FlagCode.ARGUMENTS_NOT_OBJECT: _R,
+    FlagCode.ARGUMENT_NUMBER_RESPELLED: _R,
+    FlagCode.ARGUMENT_SPACING: _R,
+    FlagCode.TRUNCATED: _R,  # the last ids may split differently where the cut fell
+    FlagCode.TRUNCATED_TOOL_CALLS: _L,  # where the cut fell inside the section is unknown; the tail is made up
+    FlagCode.LONE_SURROGATE: _L,
+    FlagCode.LOGPROBS_USED: _I,
+    FlagCode.LOGPROBS_FALLBACK: _R,
+    FlagCode.PROFILE_MISMATCH: _L,  # rebuilt in another chat format than the data's
+    FlagCode.TOOLS_WRAPPED: _I,  # a chat-completions server accepts only wrapped tools: the prompt is the one it rendered
+    FlagCode.TOOLS_NULL_FIELDS_REMOVED: _I,  # the original is restored exactly
+    FlagCode.COMPLETION_TOKENS_MISMATCH: _L,
+    FlagCode.PROMPT_TOKENS_MISMATCH: _L,
+    FlagCode.REASONING_TOKENS_MISMATCH: _L,
+    FlagCode.PROMPT_TOKENS_UNCHECKED: _R,
+    FlagCode.REPLACED_TOOL_CALL_ID: _R,  # the model's format, its index assumed
+    FlagCode.REASONING_NOT_RETURNED: _L,  # thinking on: the model wrote reasoning nobody returned
+    FlagCode.REASONING_SOURCES_DISAGREE: _R,
+    FlagCode.SAMPLE_OUTPUT_MISMATCH: _L,
+    FlagCode.API_KEY_IN_TEXT: _L,  # the text was redacted
+    FlagCode.SERVER_MAY_HAVE_LOST: _R,  # the server's parser can lose text on a turn of this shape
+    FlagCode.SERVER_TOKEN_IDS_USED: _I,  # the ids the server generated, checked against the vocabulary
+    FlagCode.SERVER_TOKEN_IDS_UNUSABLE: _R,
+    FlagCode.THINK_END_OMITTED: _R,  # decided by usage.completion_tokens under the server's convention
+}
+
+
+def severity_of(code: FlagCode | str) -> Severity:
+    """The severity of a code (a code string is read as :class:`Flag` reads it)."""
+    return SEVERITIES[_code(code, "code")]
 
 
 def _code(value: object, field: str) -> FlagCode:
@@ -120,23 +228,32 @@ class Flag:
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", _code(self.code, "code"))
 
+    @property
+    def severity(self) -> Severity:
+        """The code's severity (:data:`SEVERITIES`)."""
+        return SEVERITIES[self.code]
+
     def to_dict(self) -> dict[str, Any]:
-        """The flag as JSON: ``{"code", "message", "field"}``, and ``"delta"`` when there is one."""
-        out: dict[str, Any] = {"code": self.code.value, "message": self.message, "field": self.field}
+        """The flag as JSON: ``{"code", "severity", "message", "field"}``, and ``"delta"`` when there is one."""
+        out: dict[str, Any] = {"code": self.code.value, "severity": self.severity.value, "message": self.message, "field": self.field}
         if self.delta is not None:
             out["delta"] = self.delta
         return out
 
     @classmethod
     def from_json(cls, value: object, field: str = "flags") -> Flag:
-        """A flag as any version wrote it: a :meth:`to_dict` object, or a bare code string (message ``""``)."""
+        """A flag as any version wrote it: a :meth:`to_dict` object, or a bare code string (message ``""``).
+
+        A written ``severity`` is not read back: it is the code's in this version's table (:data:`SEVERITIES`),
+        so a file written before a code's severity was revised filters as this version says."""
         if isinstance(value, str):
             return cls(_code(value, field), "")
         if not isinstance(value, Mapping):
             raise InvalidInputError(f"a flag must be an object or a code string, got {type(value).__name__}", field=field)
         message, where, delta = value.get("message"), value.get("field"), value.get("delta")
+        code = _code(value.get("code"), f"{field}[].code")
         return cls(
-            _code(value.get("code"), f"{field}[].code"),
+            code,
             message if isinstance(message, str) else "",
             where if isinstance(where, str) else None,
             delta if isinstance(delta, int) and not isinstance(delta, bool) else None,
@@ -163,3 +280,15 @@ def flags_from_json(value: object, field: str = "flags") -> tuple[Flag, ...]:
     if not isinstance(value, list):
         raise InvalidInputError(f"must be a list of flags or comma-separated codes, got {type(value).__name__}", field=field)
     return tuple(Flag.from_json(item, field) for item in value)
+
+
+def max_severity(flags: Iterable[Flag]) -> str:
+    """The highest severity among ``flags`` as text (``""`` for none): a plain string column for Arrow."""
+    top = max((f.severity for f in flags), default=None)
+    return "" if top is None else top.value
+
+
+def flags_at_least(flags: Iterable[Flag], severity: Severity | str) -> tuple[Flag, ...]:
+    """The flags of ``severity`` or above: ``flags_at_least(r.flags, Severity.LOSS)`` is why a row should go."""
+    floor = Severity(severity)
+    return tuple(f for f in flags if f.severity >= floor)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from ._ids import check_ids
 from ._repr import ids_repr, text_repr
+from .errors import InvalidInputError
 from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn
@@ -21,24 +23,31 @@ from .responses import as_turn
 from .segments import encode_segments, marker_ids, surrogate_flags
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
 
+if TYPE_CHECKING:
+    from .servers import ServerProfile
+
 SpecialTextMode = Literal["special", "ordinary"]
+#: How the ids were obtained (see :class:`Reconstruction`).
+Source = Literal["rendered", "logprobs", "server_token_ids"]
 
 
 @dataclass(frozen=True)
 class Reconstruction:
     """The rebuilt output ids and how they were obtained.
 
-    ``source`` is ``"rendered"`` (one encode of the rendered text) or ``"logprobs"`` (the ids the server
-    reported, checked against the rendered text). ``flags`` says everything that may make ``ids`` differ
-    from what the model emitted.
+    ``source`` is ``"rendered"`` (one encode of the rendered text), ``"logprobs"`` (the ids the server
+    reported, checked against the rendered text) or ``"server_token_ids"`` (the generated ids the server
+    returned, e.g. vLLM's and SGLang's ``return_token_ids``). ``flags`` says everything that may make ``ids``
+    differ from what the model emitted. ``server`` is the server whose parser losses were considered.
     """
 
     ids: list[int]
     text: str
     flags: tuple[Flag, ...]
-    source: Literal["rendered", "logprobs"]
+    source: Source
     profile: str
     thinking: bool
+    server: str = "unknown"
 
     def has_flag(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)
@@ -47,12 +56,12 @@ class Reconstruction:
         return (
             f"Reconstruction(ids={ids_repr(self.ids)}, text={text_repr(self.text)}, "
             f"flags=({', '.join(f.code.value for f in self.flags)}), source={self.source!r}, "
-            f"profile={self.profile!r}, thinking={self.thinking})"
+            f"profile={self.profile!r}, thinking={self.thinking}, server={self.server!r})"
         )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form: ``ids``, ``text``, ``flags`` (:func:`~kimi_recon.flags.flags_to_json`),
-        ``source``, ``profile``, ``thinking``."""
+        ``source``, ``profile``, ``thinking``, ``server``."""
         return {
             "ids": list(self.ids),
             "text": self.text,
@@ -60,6 +69,7 @@ class Reconstruction:
             "source": self.source,
             "profile": self.profile,
             "thinking": self.thinking,
+            "server": self.server,
         }
 
     @property
@@ -106,6 +116,8 @@ def reconstruct_output_ids(
     special_text: SpecialTextMode = "special",
     use_logprobs: bool = True,
     stop: str | None = None,
+    server: str | ServerProfile | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> Reconstruction:
     """The token ids the model generated for ``turn``, starting right after the generation prompt.
 
@@ -123,25 +135,143 @@ def reconstruct_output_ids(
     ``profile`` None: the turn's ``model`` id decides (a response's ``"model": "moonshotai/kimi-k3"`` is
     rebuilt as ``kimi-k3``), ``kimi-k2.5`` when it names none. A given profile that renders turns
     differently from the one the model id names is flagged ``profile_mismatch``.
+
+    ``server`` names the server whose parsers produced the turn (:mod:`kimi_recon.servers`: ``"vllm==0.33.0"``,
+    ``"sglang"``, …; ``"none"`` for raw model text); None is what the response reveals, else unknown (may
+    lose whatever any known parser loses). Each loss it can cause on a turn of this shape is flagged
+    ``server_may_have_lost``, unless the evidence rules it out: the generated ids the server returned
+    (``metadata["server_token_ids"]``, then used as the ids), logprobs covering the whole output, or
+    ``usage.completion_tokens`` (``usage``, else the response's) counted as the named server counts.
     """
+    from .servers import get_server, server_losses
+
     turn = as_turn(turn)
     model = turn.metadata.get("model")
     prof = profile_or_model(profile, model)
     tok = tokenizer_for_profile(tokenizer, prof)
+    srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
     ids = encode_rendered(rendered, tok, special_text, prof)
     flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
     mismatch = model_mismatch(prof, model)
     if mismatch is not None:
         flags.insert(0, mismatch)
-    source: Literal["rendered", "logprobs"] = "rendered"
-    if use_logprobs and turn.logprobs is not None:
+    text = rendered.text
+    source: Source = "rendered"
+    covered = False  # whether the ids came from the server itself, whole
+    if turn.metadata.get("server_token_ids") is not None:
+        from_server, flag = _ids_from_server(turn, ids, tok, prof)
+        flags.append(flag)
+        if from_server is not None:
+            ids, source, covered = from_server, "server_token_ids", True
+    if source == "rendered" and use_logprobs and turn.logprobs is not None:
         from_logprobs, why = _ids_via_logprobs(turn, rendered, ids, tok, prof)
         if from_logprobs is not None:
             ids, source = from_logprobs, "logprobs"
+            covered = "cover the content" not in why
         code = FlagCode.LOGPROBS_USED if from_logprobs is not None else FlagCode.LOGPROBS_FALLBACK
         flags.append(Flag(code, why, "logprobs"))
-    return Reconstruction(ids, rendered.text, tuple(flags), source, prof.name, thinking)
+    if not covered and srv.losses:
+        lost = server_losses(turn, prof, thinking, srv)
+        if lost:
+            ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
+            flags.extend(kept)
+    return Reconstruction(ids, text, tuple(flags), source, prof.name, thinking, srv.name)
+
+
+#: Losses that always change the number of generated tokens (the text lost or added sits between special
+#: tokens, which are BPE boundaries): a completion count that agrees under the server's convention rules them out.
+_COUNT_VISIBLE = frozenset(
+    {
+        "text_between_calls_dropped",
+        "blank_content_nulled",
+        "blank_message_nulled",
+        "think_end_inserted",
+        "calls_dropped",
+        "k3_calls_dropped",
+        "k3_json_block_dropped",
+        "k3_duplicate_keys_merged",
+        "k3_whitespace_dropped",
+        "k3_blank_message_nulled",
+    }
+)
+
+
+#: Losses that always change the count by more than one id (a whole call with its markers): a count that agrees
+#: under any known convention (which differ by one) rules them out, the server's own unknown.
+_COUNT_VISIBLE_BY_MANY = frozenset({"calls_dropped", "k3_calls_dropped"})
+
+
+def _weigh_with_usage(
+    lost: tuple[tuple[str, Flag], ...],
+    ids: list[int],
+    text: str,
+    turn: AssistantTurn,
+    prof: ChatProfile,
+    srv: ServerProfile,
+    usage: Mapping[str, Any] | None,
+) -> tuple[list[int], str, tuple[Flag, ...]]:
+    """The ids, text and loss flags after ``usage.completion_tokens`` is weighed, when the server's counting
+    convention is pinned: a count that agrees rules out the losses that change it; one that fits only the
+    turn without the ``</think>`` a K2.5 parser makes up decides that rendering (flag ``think_end_omitted``)."""
+    from .usage_check import Convention, reported_counts
+
+    every = tuple(flag for _, flag in lost)
+    if turn.truncated:
+        return ids, text, every
+    source = usage if usage is not None else turn.metadata.get("usage")
+    reported = reported_counts(source)[1]
+    if reported is None:
+        return ids, text, every
+    if not srv.completion_conventions:
+        if any(c.expected(len(ids)) == reported for c in (Convention.EXACT, Convention.WITHOUT_STOP, Convention.WITH_EOS)):
+            return ids, text, tuple(flag for name, flag in lost if name not in _COUNT_VISIBLE_BY_MANY)
+        return ids, text, every
+    conventions = [Convention(c) for c in srv.completion_conventions]
+    names = {name for name, _ in lost}
+    invisible = tuple(flag for name, flag in lost if name not in _COUNT_VISIBLE)
+    if not any(c.expected(len(ids)) == reported for c in conventions) and "think_end_inserted" in names:
+        end = prof.think_end_token_id
+        if end is not None and end in ids and any(c.expected(len(ids) - 1) == reported for c in conventions):
+            at = ids.index(end)
+            ids = ids[:at] + ids[at + 1 :]
+            text = text.replace("</think>", "", 1)
+            decided = Flag(
+                FlagCode.THINK_END_OMITTED,
+                f"usage.completion_tokens {reported} fits only the turn without </think> (server {srv.name} counts "
+                f"{'/'.join(sorted(srv.completion_conventions))}): the reasoning ran straight into the tool section",
+                "reasoning",
+            )
+            return ids, text, (decided, *invisible)
+    if any(c.expected(len(ids)) == reported for c in conventions):
+        return ids, text, invisible
+    return ids, text, every
+
+
+def _ids_from_server(turn: AssistantTurn, rendered_ids: list[int], tok: KimiTokenizer, prof: ChatProfile) -> tuple[list[int] | None, Flag]:
+    """The generated ids the server returned (checked against the vocabulary), or None and why not.
+
+    They are what the model generated even where the message lost text; where they differ from the rendered
+    turn the flag says at which index. A list without the stop token of a finished turn gets it appended
+    (some builds leave it out), said in the flag."""
+    field = str(turn.metadata.get("server_token_ids_field", "token_ids"))
+    try:
+        got = check_ids(turn.metadata["server_token_ids"], tok, field)
+    except InvalidInputError as err:
+        return None, Flag(FlagCode.SERVER_TOKEN_IDS_UNUSABLE, f"{err.message}; the ids were rendered instead", field)
+    if not got:
+        return None, Flag(FlagCode.SERVER_TOKEN_IDS_UNUSABLE, "the list is empty; the ids were rendered instead", field)
+    note = ""
+    if not turn.truncated and got[-1] != prof.stop_token_id and rendered_ids and rendered_ids[-1] == prof.stop_token_id:
+        got, note = [*got, prof.stop_token_id], f"; the stop token {prof.stop_token} was appended (the list ended without it)"
+    if got == rendered_ids:
+        return got, Flag(FlagCode.SERVER_TOKEN_IDS_USED, f"the server's generated ids, identical to the rendered turn{note}", field)
+    where = _first_diff(got, rendered_ids)
+    return got, Flag(
+        FlagCode.SERVER_TOKEN_IDS_USED,
+        f"the server's generated ids were used; the rendered message differs ({where}: the server's parser lost or changed text there){note}",
+        field,
+    )
 
 
 def _ids_via_logprobs(

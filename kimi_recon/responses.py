@@ -360,7 +360,10 @@ def _turn_from_parts(
             sample,
         )
     normalised = _finish_reason(finish_reason, native)
-    if not lenient and not content and not calls and not reasoning and reasoning_complete:
+    # A model that generated only its stop token gives an empty message that finished with "stop", and one
+    # stopped before its first token by the length limit an empty "length" one: both are turns (the usage
+    # check and the server flags say when more was generated).
+    if not lenient and not content and not calls and not reasoning and reasoning_complete and normalised not in ("stop", "length"):
         raise _fail("has neither content nor tool calls nor reasoning", mwhere or "message", sample)
 
     metadata: dict[str, Any] = {"call_index_offset": call_index_offset}
@@ -385,6 +388,13 @@ def _turn_from_parts(
     foreign = _foreign_calls(calls, call_index_offset)
     if foreign:
         metadata["foreign_tool_call_ids"] = foreign
+    metadata.update(_server_ids(resp, ch, where))
+    if ch is not message:
+        from .servers import detect_server
+
+        detected = detect_server({"choices": [ch]} if "choices" not in resp else resp)
+        if detected is not None:
+            metadata["server_detected"] = detected
 
     raw_logprobs, logprobs_where = ch.get("logprobs"), _at(where, "logprobs")
     if raw_logprobs is None and fallback_logprobs is not None:
@@ -398,6 +408,51 @@ def _turn_from_parts(
         logprobs=_logprobs(raw_logprobs, logprobs_where, sample, check_entries=not lenient),
         metadata=metadata,
     )
+
+
+#: Where servers return the ids they generated, per choice (vLLM ``return_token_ids``: ``token_ids``; SGLang
+#: ``return_token_ids``: ``response_token_ids``), and the prompt ids beside them.
+_CHOICE_OUTPUT_IDS = ("token_ids", "response_token_ids")
+_PROMPT_IDS = ("prompt_token_ids",)
+
+
+def _id_list(value: object) -> list[int] | None:
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+def _server_ids(resp: Mapping[str, Any], ch: Mapping[str, Any], where: str | None) -> dict[str, Any]:
+    """The generated (and prompt) ids a server returned with the choice, and where they were found:
+    ``metadata["server_token_ids"]``/``["server_token_ids_field"]``, ``["server_prompt_token_ids"]``.
+
+    vLLM writes ``choices[i].token_ids`` and ``prompt_token_ids`` (on the response); SGLang
+    ``choices[i].response_token_ids`` and ``choices[i].prompt_token_ids``, or, asked through ``sglext``,
+    ``sglext.output_ids[i]`` and ``sglext.input_ids`` (on the choice or the response). A value of another
+    shape is kept as found so the rebuild can say it was unusable."""
+    out: dict[str, Any] = {}
+    for name in _CHOICE_OUTPUT_IDS:
+        if ch.get(name) is not None:
+            out["server_token_ids"], out["server_token_ids_field"] = ch[name], _at(where, name) or name
+            break
+    else:
+        for holder, at in ((ch, where), (resp, None)):
+            ext = holder.get("sglext")
+            ids = ext.get("output_ids") if isinstance(ext, Mapping) else None
+            if isinstance(ids, list) and ids:
+                index = ch.get("index", 0) if holder is resp else 0
+                pick = ids[index] if isinstance(index, int) and 0 <= index < len(ids) and isinstance(ids[0], list) else ids
+                out["server_token_ids"], out["server_token_ids_field"] = pick, _at(at, "sglext.output_ids") or "sglext.output_ids"
+                break
+    for holder in (ch, resp):
+        prompt = holder.get("prompt_token_ids")
+        ext = holder.get("sglext")
+        if prompt is None and isinstance(ext, Mapping):
+            prompt = ext.get("input_ids")
+        if _id_list(prompt) is not None:
+            out["server_prompt_token_ids"] = prompt
+            break
+    return out
 
 
 def _finish_reason(finish_reason: str | None, native: object) -> str | None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._repr import ids_repr
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
-from .flags import Flag, flags_to_json
+from .flags import Flag, FlagCode, flags_to_json
 from .models import AssistantTurn, tojson
 from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
@@ -20,6 +20,9 @@ from .special_tokens import special_texts_in
 from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
 from .usage_check import TokenCounts
+
+if TYPE_CHECKING:
+    from .servers import ServerProfile
 
 
 @dataclass(frozen=True)
@@ -241,6 +244,7 @@ def build_training_sample(
     thinking_effort: str | None = None,
     tool_choice: Any = None,
     stop: str | None = None,
+    server: str | None = None,
 ) -> TrainingSample:
     """One training row: prompt ids (loss 0) followed by the turn's output ids (loss 1).
 
@@ -249,8 +253,9 @@ def build_training_sample(
     ``template_kwargs`` as there). Tool calls of ``turn`` without an id are numbered after the tool
     calls already in ``messages``, or after ``call_index_offset`` when given. ``thinking_effort`` and
     ``tool_choice`` are ``kimi-k3`` prompt options (effort ``max`` by default when thinking is on);
-    ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`). ``profile`` None: the
-    turn's ``model`` id decides, ``kimi-k2.5`` when it names none.
+    ``stop`` chooses how a finished turn ends, ``server`` the server whose parsers produced the turn
+    (both as in :func:`reconstruct_output_ids`). ``profile`` None: the turn's ``model`` id decides,
+    ``kimi-k2.5`` when it names none.
 
     The tokenizer: pass it as ``tokenizer=`` (every function takes that keyword). Its place stays the sixth so
     that calls written before keep working; for a conversation without tools it may also come right after
@@ -272,7 +277,7 @@ def build_training_sample(
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), template, stop)
+    return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), template, stop, server)
 
 
 def _build(
@@ -282,13 +287,15 @@ def _build(
     tok: KimiTokenizer,
     template: str | None,
     stop: str | None = None,
+    server: str | ServerProfile | None = None,
+    usage: Mapping[str, Any] | None = None,
 ) -> TrainingSample:
     prof = options.profile
     messages = _without_the_turn(messages, turn)
     prompt_ids, prompt_text = _encode_prompt(messages, options, tok, template)
     prompt_flag = surrogate_flag(prompt_text, "messages")
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
-    output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop)
+    output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop, server=server, usage=usage)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
@@ -334,6 +341,7 @@ def sample_from_record(
     profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
+    server: str | None = None,
 ) -> TrainingSample:
     """A training sample from one record: ``messages``, optional ``tools``, and the response (under
     ``response``, ``turn`` or ``message``, as :mod:`kimi_recon.dataset` reads it).
@@ -343,8 +351,9 @@ def sample_from_record(
     and win over the arguments. Errors name the field and the record id.
 
     A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
-    a ``<field>_mismatch`` flag for each figure no counting convention explains."""
-    from ._records import missing_field
+    a ``<field>_mismatch`` flag for each figure no counting convention explains (the record's server's
+    convention when it is pinned: ``server``, or the record's ``server`` field, see :mod:`kimi_recon.servers`)."""
+    from ._records import missing_field, record_server
     from .dataset import record_id, record_token_counts, turn_of_record
 
     try:
@@ -356,11 +365,21 @@ def sample_from_record(
         turn = turn_of_record(record)
         options = parse_options(record, profile=profile, thinking=thinking, model=turn.metadata.get("model"))
         tok = tokenizer_for_profile(tokenizer, options.profile)
-        sample = _build(messages, turn, options, tok, template)
+        srv = record_server(record, server)
+        usage = record.get("usage")
+        sample = _build(messages, turn, options, tok, template, server=srv, usage=usage if isinstance(usage, Mapping) else None)
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
     counts, _ = record_token_counts(
-        record, turn, sample.output_ids, tok, options.profile.name, options.thinking, prompt_len=sample.prompt_len
+        record,
+        turn,
+        sample.output_ids,
+        tok,
+        options.profile.name,
+        options.thinking,
+        prompt_len=sample.prompt_len,
+        server=srv,
+        reasoning_into_tools=any(f.code is FlagCode.THINK_END_OMITTED for f in sample.flags),
     )
     if counts is None:
         return sample

@@ -13,7 +13,7 @@ way against ``completion_tokens_details.reasoning_tokens`` when the server gives
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,19 +45,21 @@ class Convention(enum.Enum):
 
     ``EXACT``: every id counted. ``WITHOUT_STOP``: the closing token (``<|im_end|>``/``<|end_of_msg|>``
     for the turn, ``</think>`` for the reasoning) not counted. ``WITH_EOS``: the closing token counted
-    and an ``[EOS]`` after it too (the turn only).
+    and an ``[EOS]`` after it too (the turn only). ``WITHOUT_MARKERS``: the reasoning without the
+    ``<think>`` the model wrote and its ``</think>`` (vLLM's reasoning parser counts K2-Thinking so).
     """
 
     EXACT = "exact"
     WITHOUT_STOP = "without_stop"
     WITH_EOS = "with_eos"
+    WITHOUT_MARKERS = "without_markers"
 
     def expected(self, rebuilt: int) -> int:
         """The count a server following this convention reports for ``rebuilt`` ids."""
         return rebuilt + _OFFSETS[self]
 
 
-_OFFSETS = {Convention.EXACT: 0, Convention.WITHOUT_STOP: -1, Convention.WITH_EOS: 1}
+_OFFSETS = {Convention.EXACT: 0, Convention.WITHOUT_STOP: -1, Convention.WITH_EOS: 1, Convention.WITHOUT_MARKERS: -2}
 
 
 @dataclass(frozen=True)
@@ -160,14 +162,30 @@ class TokenCounts:
         return cls(checks.get(COMPLETION), checks.get(PROMPT), checks.get(REASONING))
 
 
-def check_count(field: str, reported: int, rebuilt: int, *, closed: bool, eos_allowed: bool = False) -> CountCheck:
+def check_count(
+    field: str,
+    reported: int,
+    rebuilt: int,
+    *,
+    closed: bool,
+    eos_allowed: bool = False,
+    allowed: Collection[Convention] | None = None,
+    opened: bool = False,
+) -> CountCheck:
     """``reported`` against ``rebuilt`` ids; ``closed``: the ids end with their span's closing token
-    (so a server may leave it out); ``eos_allowed``: a server may count an ``[EOS]`` after it."""
+    (so a server may leave it out); ``eos_allowed``: a server may count an ``[EOS]`` after it.
+    ``allowed`` pins the conventions the server follows (None: any that applies), so a row that fits
+    only another one is a mismatch, not explained away. ``opened``: the ids also start with their span's
+    opening token (K2-Thinking's ``<think>``), which a server may leave out with the closing one."""
     conventions = [Convention.EXACT]
     if closed:
         conventions.append(Convention.WITHOUT_STOP)
         if eos_allowed:
             conventions.append(Convention.WITH_EOS)
+        if opened:
+            conventions.append(Convention.WITHOUT_MARKERS)
+    if allowed is not None:
+        conventions = [c for c in conventions if c in allowed]
     found = next((c for c in conventions if c.expected(rebuilt) == reported), None)
     return CountCheck(field, reported, rebuilt, found)
 
@@ -188,16 +206,23 @@ def reported_counts(usage: object) -> tuple[int | None, int | None, int | None]:
     return _count(usage.get(PROMPT)), _count(usage.get(COMPLETION)), _count(reasoning)
 
 
-def reasoning_span(output_ids: Sequence[int], think_end_id: int | None, *, cut_in_reasoning: bool) -> tuple[int, bool] | None:
+def reasoning_span(
+    output_ids: Sequence[int], think_end_id: int | None, *, cut_in_reasoning: bool, ran_into: int | None = None
+) -> tuple[int, bool] | None:
     """``(length, closed)`` of the reasoning at the start of ``output_ids``: through the first
-    ``think_end_id`` (closed); all of them when the turn was cut inside its reasoning (open); none when
-    the turn has no ``think_end_id`` (thinking off). None when the format has no such token."""
+    ``think_end_id`` (closed); all of them when the turn was cut inside its reasoning (open); up to the
+    first ``ran_into`` id when the reasoning ran straight into it (the tool section, no ``</think>``: open);
+    none when the turn has no ``think_end_id`` (thinking off). None when the format has no such token."""
     if think_end_id is None:
         return None
     try:
         return output_ids.index(think_end_id) + 1, True
     except ValueError:
-        return (len(output_ids), False) if cut_in_reasoning else (0, False)
+        if cut_in_reasoning:
+            return len(output_ids), False
+        if ran_into is not None and ran_into in output_ids:
+            return output_ids.index(ran_into), False
+        return 0, False
 
 
 def check_token_counts(
@@ -209,22 +234,33 @@ def check_token_counts(
     eos_id: int | None = None,
     think_end_id: int | None = None,
     cut_in_reasoning: bool = False,
+    completion_conventions: Collection[Convention | str] | None = None,
+    think_begin_id: int | None = None,
+    reasoning_ran_into: int | None = None,
 ) -> TokenCounts:
     """Every figure of ``usage`` that can be checked, against ``output_ids`` and ``prompt_len``.
 
     ``stop_id`` ends a finished turn and ``eos_id`` is the ``[EOS]`` a server may count after it (take
     both from the profile); ``think_end_id`` closes the reasoning. ``cut_in_reasoning``: the turn was
-    cut by the length limit inside its reasoning (its ids are all reasoning).
+    cut by the length limit inside its reasoning (its ids are all reasoning). ``completion_conventions``
+    pins how the server counts ``completion_tokens`` (e.g. ``{"exact"}`` for vLLM and SGLang: every generated
+    id, the stop token included); None accepts any known convention. ``think_begin_id`` is the ``<think>``
+    a model writes itself (K2-Thinking); ``reasoning_ran_into`` the id the reasoning ran into when the turn
+    has no ``</think>`` (see :func:`reasoning_span`).
     """
     prompt_reported, completion_reported, reasoning_reported = reported_counts(usage)
+    allowed = None if completion_conventions is None else {Convention(c) for c in completion_conventions}
     completion = reasoning = prompt = None
     if output_ids is not None and completion_reported is not None:
         closed = bool(output_ids) and output_ids[-1] == stop_id
-        completion = check_count(COMPLETION, completion_reported, len(output_ids), closed=closed, eos_allowed=eos_id is not None)
+        completion = check_count(
+            COMPLETION, completion_reported, len(output_ids), closed=closed, eos_allowed=eos_id is not None, allowed=allowed
+        )
     if output_ids is not None and reasoning_reported is not None:
-        span = reasoning_span(output_ids, think_end_id, cut_in_reasoning=cut_in_reasoning)
+        span = reasoning_span(output_ids, think_end_id, cut_in_reasoning=cut_in_reasoning, ran_into=reasoning_ran_into)
         if span is not None:
-            reasoning = check_count(REASONING, reasoning_reported, span[0], closed=span[1])
+            opened = think_begin_id is not None and bool(output_ids) and output_ids[0] == think_begin_id
+            reasoning = check_count(REASONING, reasoning_reported, span[0], closed=span[1], opened=opened)
     if prompt_len is not None and prompt_reported is not None:
         prompt = check_count(PROMPT, prompt_reported, prompt_len, closed=False)
     return TokenCounts(completion, prompt, reasoning)
@@ -237,10 +273,17 @@ def check_with_profile(
     profile: str | ChatProfile,
     *,
     truncated_in: str | None = None,
+    completion_conventions: Collection[Convention | str] | None = None,
+    reasoning_into_tools: bool = False,
 ) -> TokenCounts:
     """:func:`check_token_counts` with the closing tokens of ``profile``; ``truncated_in`` is the turn's
-    ``metadata["truncated_in"]`` (where a length cut fell)."""
+    ``metadata["truncated_in"]`` (where a length cut fell); ``completion_conventions`` as there;
+    ``reasoning_into_tools``: the rebuilt turn has reasoning that ran straight into the tool section
+    (flag ``think_end_omitted``)."""
+    from .segments import marker_ids
+
     prof = get_profile(profile)
+    markers = marker_ids(prof) if prof.format == "k2" else {}
     return check_token_counts(
         usage,
         output_ids,
@@ -249,4 +292,7 @@ def check_with_profile(
         eos_id=prof.eos_token_id,
         think_end_id=prof.think_end_token_id,
         cut_in_reasoning=truncated_in == "reasoning",
+        completion_conventions=completion_conventions,
+        think_begin_id=markers.get("<think>") if prof.thinking_style == "model_opens" else None,
+        reasoning_ran_into=markers.get("<|tool_calls_section_begin|>") if reasoning_into_tools else None,
     )

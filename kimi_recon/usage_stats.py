@@ -43,11 +43,16 @@ class _Field:
             self.other_deltas += 1
 
     def to_dict(self, top: int) -> dict[str, Any]:
+        # The convention most rows follow is the provider's, learned from the run; a row that agrees only
+        # under another one is suspect (one id too many or too few, e.g. a </think> a parser made up).
+        learned = min(self.conventions, key=lambda c: (-self.conventions[c], c)) if self.conventions else None
         return {
             "checked": self.checked,
             "agree": self.agree,
             "mismatch": self.checked - self.agree,
             "conventions": dict(sorted(self.conventions.items())),
+            "learned_convention": learned,
+            "off_convention": self.agree - (self.conventions[learned] if learned is not None else 0),
             "top_deltas": [{"delta": d, "rows": n} for d, n in sorted(self.deltas.items(), key=lambda kv: (-kv[1], abs(kv[0]), kv[0]))[:top]],
             "other_deltas": self.other_deltas,
         }
@@ -94,7 +99,9 @@ class TokenCountTally:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"rows_checked", "rows_unchecked", "providers": {name: {"rows", "agree", "agree_rate",
-        "fields": {field: {"checked", "agree", "mismatch", "conventions", "top_deltas", "other_deltas"}}}}}``."""
+        "fields": {field: {"checked", "agree", "mismatch", "conventions", "learned_convention", "off_convention",
+        "top_deltas", "other_deltas"}}}}}``. ``learned_convention`` is the one most rows follow (the provider's,
+        learned from the run); ``off_convention`` counts the rows that agree only under another one."""
         providers: dict[str, Any] = {}
         for name in sorted(self._providers, key=lambda n: (-self._providers[n].rows, n)):
             p = self._providers[name]
@@ -123,4 +130,10 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
             seen = ", ".join(f"{k} {v}" for k, v in f["conventions"].items()) or "none"
             deltas = ", ".join(f"{d['delta']:+d} x{d['rows']}" for d in f["top_deltas"])
             out.append(f"    {field}: {f['agree']}/{f['checked']} agree (conventions: {seen}); most common deltas (reported - rebuilt): {deltas}")
+            off = int(f.get("off_convention") or 0)
+            if off:
+                out.append(
+                    f"    {field}: {off} rows agree only under another convention than the {f['learned_convention']} most rows follow: "
+                    "they may be one id off (name the server, --server, to flag each such row)"
+                )
     return out

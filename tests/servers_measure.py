@@ -55,17 +55,40 @@ def load_rows(directory: Path = SERVERS_DIR) -> list[dict[str, Any]]:
     return rows
 
 
-def kimi_recon_rebuild(row: Mapping[str, Any], usage: bool) -> tuple[list[int], list[str]]:
-    """kimi-recon's rebuild of one row: ``turn_from_response``, ``reconstruct_output_ids``, the usage check."""
+def kimi_recon_rebuild(row: Mapping[str, Any], usage: bool, *, server_named: bool = False) -> tuple[list[int], list[str]]:
+    """kimi-recon's rebuild of one row: ``turn_from_response``, ``reconstruct_output_ids``, the usage check.
+
+    ``server_named``: the row's build is given (``server=``), as a user who knows their deployment would;
+    otherwise the server is what the response reveals, else unknown. Without ``usage`` the rebuild sees none."""
+    from kimi_recon.servers import get_server
+
     response = row["response"]
     offset = int(row.get("history_tool_calls") or 0)
     turn = kimi_recon.turn_from_response(response, call_index_offset=offset)
-    recon = kimi_recon.reconstruct_output_ids(turn, profile=row["profile"], thinking=row["thinking"], call_index_offset=offset)
+    server = row["server"] if server_named else None
+    given = response.get("usage") if usage and isinstance(response.get("usage"), Mapping) else {}
+    recon = kimi_recon.reconstruct_output_ids(
+        turn, profile=row["profile"], thinking=row["thinking"], call_index_offset=offset, server=server, usage=given
+    )
     codes = [str(f.code.value if hasattr(f.code, "value") else f.code) for f in recon.flags]
     if usage and isinstance(response.get("usage"), Mapping):
-        counts = check_with_profile(response["usage"], recon.ids, None, row["profile"], truncated_in=turn.metadata.get("truncated_in"))
+        pinned = get_server(recon.server).completion_conventions
+        counts = check_with_profile(
+            response["usage"],
+            recon.ids,
+            None,
+            row["profile"],
+            truncated_in=turn.metadata.get("truncated_in"),
+            completion_conventions=pinned or None,
+            reasoning_into_tools="think_end_omitted" in codes,
+        )
         codes += [str(f.code.value if hasattr(f.code, "value") else f.code) for f in counts.flags()]
     return list(recon.ids), codes
+
+
+def named_server_rebuild(row: Mapping[str, Any], usage: bool) -> tuple[list[int], list[str]]:
+    """:func:`kimi_recon_rebuild` with the row's server build named."""
+    return kimi_recon_rebuild(row, usage, server_named=True)
 
 
 def measure_row(row: Mapping[str, Any], *, usage: bool = True, rebuild: Rebuild = kimi_recon_rebuild) -> RowOutcome:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall, load_tokenizer
 from kimi_recon.errors import InvalidInputError
+from kimi_recon.responses import as_turn
 from kimi_recon.compare import (
     BENIGN_KINDS,
     KINDS,
@@ -248,8 +249,9 @@ def _with_call_id(turn: dict[str, Any], call_id: str | None) -> dict[str, Any]:
 
 @pytest.mark.parametrize("case", WITH_TOOLS[:20], ids=[f"tools-{i}" for i in range(20)])
 def test_a_changed_tool_call_id_is_tool_call_format(case: dict[str, Any]) -> None:
-    turn = _with_call_id(case["turn"], "call_0a1b2c3d")  # a server-issued id instead of the model's own
-    rec = reconstruct_output_ids(turn, TOK, thinking=case["thinking"]).ids
+    turn = as_turn(_with_call_id(case["turn"], "call_0a1b2c3d"))  # a server-issued id instead of the model's own
+    kept = dataclasses.replace(turn, metadata={**turn.metadata, "keep_server_call_ids": True})  # written verbatim
+    rec = reconstruct_output_ids(kept, TOK, thinking=case["thinking"]).ids
     c = compare_ids(case["output_ids"], rec, TOK)
     assert (c.kind, c.region) == (TOOL_CALL_FORMAT, "tool_calls")
 

@@ -27,7 +27,12 @@ from kimi_recon.dataset import reconstruct_records
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.flags import (
     RENAMED_CODES,
+    SEVERITIES,
     FlagCode,
+    Severity,
+    flags_at_least,
+    max_severity,
+    severity_of,
     flag_codes_text,
     flags_from_json,
     flags_to_json,
@@ -43,13 +48,54 @@ PACKAGE = ROOT / "kimi_recon"
 # -- the one list of codes -------------------------------------------------------------------------
 
 
-def test_the_flag_table_in_docs_api_lists_every_code_of_the_enum_once() -> None:
+def _flag_table_rows() -> list[tuple[str, str]]:
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     section = text[text.index("### Flags") : text.index("## Training samples and prompts")]
-    first_cells = re.findall(r"^\| ([^|]+) \| [^|]+ \|$", section, flags=re.M)
+    return re.findall(r"^\| ([^|]+) \| ([^|]+) \| [^|]+ \|$", section, flags=re.M)
+
+
+def test_the_flag_table_in_docs_api_lists_every_code_of_the_enum_once() -> None:
+    first_cells = [codes for codes, _ in _flag_table_rows()]
     listed = [code for cell in first_cells for code in re.findall(r"`(\w+)`", cell)]
     assert sorted(listed) == sorted(c.value for c in FlagCode)
     assert len(listed) == len(set(listed))
+
+
+def test_every_code_has_exactly_one_severity_and_the_docs_table_shows_it() -> None:
+    assert set(SEVERITIES) == set(FlagCode)
+    assert all(isinstance(s, Severity) for s in SEVERITIES.values())
+    shown = {
+        code: severity.strip().strip("`")
+        for cell, severity in _flag_table_rows()
+        if severity.strip() != "severity"
+        for code in re.findall(r"`(\w+)`", cell)
+    }
+    assert shown == {c.value: SEVERITIES[c].value for c in FlagCode}
+
+
+def test_the_severities_are_ordered_info_risk_loss() -> None:
+    assert Severity.INFO < Severity.RISK < Severity.LOSS
+    assert max([Severity.RISK, Severity.LOSS, Severity.INFO]) is Severity.LOSS
+    assert Severity("risk") is Severity.RISK and f"{Severity.LOSS}" == "loss"
+
+
+def test_a_flag_carries_its_codes_severity_in_its_json_and_reads_back() -> None:
+    flag = Flag(FlagCode.LOGPROBS_USED, "m", "logprobs")
+    assert flag.severity is Severity.INFO
+    assert flag.to_dict()["severity"] == "info"
+    assert flags_from_json(json.loads(json.dumps(flags_to_json([flag])))) == (flag,)
+    # a file written with another severity table reads as this version's table says
+    assert flags_from_json([{**flag.to_dict(), "severity": "loss"}])[0].severity is Severity.INFO
+
+
+def test_flags_at_least_and_max_severity_pick_by_severity() -> None:
+    info = Flag(FlagCode.LOGPROBS_USED, "m")
+    risk = Flag(FlagCode.TRUNCATED, "m")
+    loss = Flag(FlagCode.COMPLETION_TOKENS_MISMATCH, "m")
+    assert flags_at_least([info, risk, loss], Severity.RISK) == (risk, loss)
+    assert flags_at_least([info, risk, loss], "loss") == (loss,)
+    assert max_severity([]) == "" and max_severity([info]) == "info" and max_severity([risk, info]) == "risk"
+    assert severity_of("reasoning_missing") is Severity.LOSS  # an older name reads as its new code
 
 
 def test_every_code_of_the_enum_is_emitted_somewhere_in_the_package() -> None:
@@ -103,7 +149,7 @@ flag_objects = st.builds(
 @given(st.lists(flag_objects, max_size=6))
 def test_flags_written_as_json_read_back_as_the_same_flags(flags: list[Flag]) -> None:
     written = json.loads(json.dumps(flags_to_json(flags)))
-    assert all(set(d) == {"code", "message", "field"} | ({"delta"} if f.delta is not None else set()) for d, f in zip(written, flags))
+    assert all(set(d) == {"code", "severity", "message", "field"} | ({"delta"} if f.delta is not None else set()) for d, f in zip(written, flags))
     assert flags_from_json(written) == tuple(flags)
 
 
@@ -122,7 +168,7 @@ def test_every_shape_an_older_file_holds_reads_with_renamed_codes_under_their_ne
         assert [f.code for f in flags_from_json(shape)] == [FlagCode.REASONING_NOT_RETURNED, FlagCode.TRUNCATED]
     assert flags_from_json(None) == flags_from_json("") == flags_from_json([]) == ()
     usage = {"code": "prompt_tokens_mismatch", "message": "m", "field": "usage.prompt_tokens", "delta": 7}
-    assert flags_from_json([usage])[0].delta == 7 and flags_to_json(flags_from_json([usage])) == [usage]
+    assert flags_from_json([usage])[0].delta == 7 and flags_to_json(flags_from_json([usage])) == [{**usage, "severity": "loss"}]
 
 
 TURN = {
@@ -142,19 +188,20 @@ def test_every_output_writes_the_same_flag_objects_and_training_columns_their_co
         "messages": [{"role": "user", "content": "Hi"}],
         "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}], "usage": {"completion_tokens": len(ids) + 5}},
         "reference_ids": ids,
+        "server": "none",  # no server parser's losses: the flags here are the renderer's and the usage check's
     }
     result = audit_record(record, tok)
-    codes = [FlagCode.FOREIGN_TOOL_CALL_ID, FlagCode.COMPLETION_TOKENS_MISMATCH]
+    codes = [FlagCode.REPLACED_TOOL_CALL_ID, FlagCode.COMPLETION_TOKENS_MISMATCH]
     assert [f.code for f in result.flags] == codes and result.flags[-1].delta == 5
     objects = flags_to_json(result.flags)
-    assert objects[0] == {"code": "foreign_tool_call_id", "message": result.flags[0].message, "field": "tool_calls[0].id"}
+    assert objects[0] == {"code": "replaced_tool_call_id", "severity": "risk", "message": result.flags[0].message, "field": "tool_calls[0].id"}
     assert objects[1]["delta"] == 5 and objects[1]["field"] == "usage.completion_tokens"
     assert result.to_dict()["flags"] == objects
     (rebuilt,) = reconstruct_records([record], tok, progress=False)
     assert rebuilt.to_dict()["flags"] == objects
     sample = sample_from_record(record, tok)
     assert sample.to_dict()["flags"] == objects
-    assert training_row(record, tok)["flags"] == audit_row(record, tok)["audit_flags"] == "foreign_tool_call_id,completion_tokens_mismatch"
+    assert training_row(record, tok)["flags"] == audit_row(record, tok)["audit_flags"] == "replaced_tool_call_id,completion_tokens_mismatch"
 
 
 # -- why training rows keep the flat form ---------------------------------------------------------
@@ -214,11 +261,11 @@ def test_the_html_report_shows_the_codes_of_flag_objects_and_of_an_older_reports
     from kimi_recon._report_html import render_html
 
     ids = reconstruct_output_ids(TURN, tok).ids
-    record = {"id": "r", "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}]}, "reference_ids": ids[1:]}
+    record = {"id": "r", "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}]}, "reference_ids": ids[1:], "server": "none"}
     report = json.loads(json.dumps(audit_dataset([record], tok, progress=False).to_dict()))
     (worst,) = report["worst"]
-    assert [f["code"] for f in worst["flags"]] == ["foreign_tool_call_id"]
-    chip = '<span class="flag">foreign_tool_call_id</span>'
+    assert [f["code"] for f in worst["flags"]] == ["replaced_tool_call_id"]
+    chip = '<span class="flag sev-risk">replaced_tool_call_id</span>'
     assert chip in render_html(report)
-    worst["flags"] = ["foreign_tool_call_id"]  # how reports were written before flags became objects
+    worst["flags"] = ["replaced_tool_call_id"]  # how reports were written before flags became objects
     assert chip in render_html(report)

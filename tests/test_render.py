@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any
 
@@ -91,10 +92,12 @@ def test_missing_tool_call_ids_use_conversation_index() -> None:
     assert [f.field for f in render_turn_with_flags(turn).flags if f.code == "generated_tool_call_id"] == ["tool_calls[0].id", "tool_calls[1].id"]
 
 
-def test_server_issued_tool_call_id_is_flagged() -> None:
+def test_server_issued_tool_call_id_is_written_as_the_models_own_and_flagged() -> None:
     turn = AssistantTurn(tool_calls=(ToolCall("call_abc123", "f", "{}"),), finish_reason="tool_calls")
-    assert render_turn_with_flags(turn).has_flag("foreign_tool_call_id")
-    assert "call_abc123" in render_assistant_turn(turn)  # kept verbatim: the caller decides whether to replace it
+    assert render_turn_with_flags(turn, call_index_offset=3).has_flag("replaced_tool_call_id")
+    assert "functions.f:3" in render_assistant_turn(turn, call_index_offset=3) and "call_abc123" not in render_assistant_turn(turn)
+    kept = dataclasses.replace(turn, metadata={"keep_server_call_ids": True})  # generate --keep-server-call-ids
+    assert render_turn_with_flags(kept).has_flag("foreign_tool_call_id") and "call_abc123" in render_assistant_turn(kept)
 
 
 def test_thinking_off_drops_reasoning_with_a_warning() -> None:

@@ -158,7 +158,10 @@ def test_errors_name_the_field_path_inside_the_record(response: Any, path: str, 
 
 def test_an_empty_turn_is_refused_when_strict_and_accepted_when_lenient() -> None:
     with pytest.raises(InvalidResponseError, match="neither content nor tool calls nor reasoning"):
-        turn_from_response(completion({"message": message(content=""), "finish_reason": "stop"}))
+        turn_from_response(completion({"message": message(content=""), "finish_reason": None}))
+    # only the stop token generated, or cut before the first token: an empty turn in both modes
+    for finish in ("stop", "length"):
+        assert turn_from_response(completion({"message": message(content=""), "finish_reason": finish})).content == ""
     turn = turn_from_response(completion({"message": message(content=""), "finish_reason": "stop"}), lenient=True)
     assert turn.content == "" and not turn.tool_calls
 

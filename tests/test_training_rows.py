@@ -51,6 +51,7 @@ def expected_row(record: dict[str, Any], tok: KimiTokenizer) -> dict[str, Any]:
         "loss_mask": sample.loss_mask,
         "prompt_len": sample.prompt_len,
         "flags": ",".join(f.code for f in sample.flags),
+        "max_severity": max((f.severity for f in sample.flags), default=None) and max(f.severity for f in sample.flags).value or "",
         "token_counts": "",
     }
 
@@ -181,8 +182,8 @@ def test_columns_keep_one_type_past_the_json_loaders_first_block(tmp_path: Path)
     Rows without flags or usage check fill the first block here, a row with both comes after."""
     plain = {"input_ids": list(range(163000, 163600)), "loss_mask": [0] * 300 + [1] * 300, "prompt_len": 300}
     n = (11 << 20) // len(json.dumps(plain)) + 1
-    results = [SampleResult(i, i + 1, None, {"id": f"line-{i + 1}", **plain, "flags": "", "token_counts": ""}) for i in range(n)]
-    flagged = training_row(GOOD[0]) | {"flags": "reasoning_incomplete,foreign_tool_call_id", "token_counts": '{"completion_tokens": {"delta": 1}}'}
+    results = [SampleResult(i, i + 1, None, {"id": f"line-{i + 1}", **plain, "flags": "", "max_severity": "", "token_counts": ""}) for i in range(n)]
+    flagged = training_row(GOOD[0]) | {"flags": "reasoning_incomplete,foreign_tool_call_id", "max_severity": "loss", "token_counts": '{"completion_tokens": {"delta": 1}}'}
     results.append(SampleResult(n, n + 1, "c0", flagged))
     out = tmp_path / "big.jsonl"
     write_training_rows(iter(results), str(out))

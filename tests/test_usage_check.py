@@ -156,13 +156,19 @@ def test_tally_gives_agreement_share_conventions_and_common_deltas_per_provider(
     assert (a["rows"], a["agree"], a["agree_rate"]) == (5, 4, 0.8)
     assert a["fields"]["completion_tokens"]["conventions"] == {"exact": 3, "without_stop": 1}
     assert a["fields"]["completion_tokens"]["top_deltas"] == [{"delta": 0, "rows": 3}, {"delta": -1, "rows": 1}]
-    assert a["fields"]["prompt_tokens"] == {"checked": 5, "agree": 5, "mismatch": 0, "conventions": {"exact": 5}, "top_deltas": [{"delta": 0, "rows": 5}], "other_deltas": 0}
+    assert a["fields"]["prompt_tokens"] == {
+        "checked": 5, "agree": 5, "mismatch": 0, "conventions": {"exact": 5}, "learned_convention": "exact", "off_convention": 0,
+        "top_deltas": [{"delta": 0, "rows": 5}], "other_deltas": 0,
+    }  # fmt: skip
+    # the convention most of A's rows follow is learned; the one row that fits only another is counted and said
+    assert (a["fields"]["completion_tokens"]["learned_convention"], a["fields"]["completion_tokens"]["off_convention"]) == ("exact", 1)
     b = report["providers"]["B"]
     assert (b["rows"], b["agree"]) == (3, 2) and b["fields"]["completion_tokens"]["conventions"] == {"with_eos": 2}
     assert report["providers"]["unknown"]["rows"] == 1
     assert list(report["providers"]) == ["A", "B", "unknown"]  # most rows first
     text = "\n".join(tally.lines())
     assert "A: 4/5 rows agree (80.0%)" in text and "without_stop 1" in text
+    assert "completion_tokens: 1 rows agree only under another convention than the exact most rows follow" in text
 
 
 def test_tally_memory_is_bounded_by_capped_counters() -> None:

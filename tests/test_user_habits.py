@@ -57,7 +57,7 @@ def test_reconstruction_to_dict_is_json_with_the_official_ids() -> None:
     result = kimi_recon.reconstruct_output_ids(case["turn"], thinking=case["thinking"])
     data = json.loads(json.dumps(result.to_dict()))
     assert data["ids"] == case["output_ids"] and data["text"] == case["output"]
-    assert set(data) == {"ids", "text", "flags", "source", "profile", "thinking"}
+    assert set(data) == {"ids", "text", "flags", "source", "profile", "thinking", "server"}
 
 
 def test_a_dataset_audit_shows_itself_in_a_notebook() -> None:

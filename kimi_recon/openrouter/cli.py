@@ -124,6 +124,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quantizations", type=_csv, default=[], help="provider.quantizations, comma-separated")
     g.add_argument("--extra-body", type=_json_object, default={}, help="more OpenRouter body fields, as a JSON object")
     g.add_argument("--stream", action="store_true", help="stream responses (SSE); rows hold the assembled response")
+    g.add_argument(
+        "--return-token-ids",
+        action="store_true",
+        help="self-hosted vLLM/SGLang (--base-url): ask for the generated token ids (return_token_ids); they become "
+        "the rebuilt ids, exact even where the server's parsers lost text",
+    )
 
     g = p.add_argument_group("transport")
     g.add_argument("--base-url", type=_url, default=None, help="API base URL (default: $OPENROUTER_BASE_URL or https://openrouter.ai/api/v1)")
@@ -141,6 +147,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
     g.add_argument("--no-usage-check", action="store_true", help="do not compare the rebuilt ids with the server's usage token counts")
     g.add_argument("--keep-server-call-ids", action="store_true", help="do not replace server-issued tool-call ids with functions.NAME:IDX")
+    g.add_argument(
+        "--server",
+        default=None,
+        help="the server behind --base-url, for what its parsers lose: vllm==0.15.1, vllm==0.33.0, sglang==0.5.23, vllm, "
+        "sglang (default: what each response reveals, else unknown)",
+    )
     g.add_argument("--max-cost", type=_number(float, 0), default=None, help="send no prompt whose answer (priced as the dearest one so far) would take this run past this many USD; stops when a cost is unknown")
     g.add_argument("--limit", type=_number(int, 0), default=None, help="send at most this many prompts in this run")
     g.add_argument("--retry-errors", action="store_true", help="send again the prompts whose last row in OUT is an error (by default error rows count as done)")
@@ -197,6 +209,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         ),
         stream=args.stream,
         extra_body=args.extra_body,
+        return_token_ids=args.return_token_ids,
     )
     config = GenerateConfig(
         prompts=args.prompts,
@@ -212,6 +225,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         prompt_ids=args.prompt_ids,
         training_sample=args.training_sample,
         fix_tool_call_ids=not args.keep_server_call_ids,
+        server=args.server,
         check_usage=not args.no_usage_check,
         max_cost=args.max_cost,
         limit=args.limit,

@@ -21,7 +21,7 @@ from .._training_rows import SampleResult, _failure, row_of_sample
 from ..dataset import iter_jsonl, record_id
 from .._ids import check_ids
 from ..errors import InvalidInputError, preview
-from ..flags import flag_codes_text, flags_from_json
+from ..flags import flag_codes_text, flags_from_json, max_severity
 from ..tokenizer import KimiTokenizer, load_tokenizer
 from ..training import TrainingSample
 
@@ -81,6 +81,7 @@ def log_row_to_training_row(
         raise InvalidInputError("the turn was cut (truncated) and --skip-truncated is set", field="truncated")
     training = row_of_sample(_sample(row, tokenizer), record_id(row))
     training["flags"] = flag_codes_text(flags)  # the log's flags: the adapter's and the rebuild's
+    training["max_severity"] = max_severity(flags)
     counts = row.get("token_counts")
     training["token_counts"] = json.dumps(counts) if isinstance(counts, Mapping) else ""
     return training

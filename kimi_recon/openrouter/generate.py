@@ -64,6 +64,8 @@ class GenerateConfig:
     prompt_ids: bool = False
     training_sample: bool = False
     fix_tool_call_ids: bool = True
+    #: the server behind ``base_url`` (:mod:`kimi_recon.servers`); None: what each response reveals, else unknown
+    server: str | None = None
     check_usage: bool = True
     max_cost: float | None = None
     limit: int | None = None
@@ -85,6 +87,10 @@ class GenerateConfig:
         _require(_is_number(self.retry_base_delay) and self.retry_base_delay >= 0, "retry_base_delay", "a number of 0 or more", self.retry_base_delay)
         _require(self.limit is None or (_is_int(self.limit) and self.limit >= 0), "limit", "an integer of 0 or more", self.limit)
         _require(_is_number(self.grace_period) and self.grace_period >= 0, "grace_period", "a number of seconds of 0 or more", self.grace_period)
+        if self.server is not None:
+            from ..servers import get_server
+
+            get_server(self.server)  # a typo fails before anything is sent
         _require(self.max_cost is None or (_is_number(self.max_cost) and self.max_cost >= 0), "max_cost", "a number of 0 or more", self.max_cost)
         _require(
             isinstance(self.base_url, str) and self.base_url.startswith(("http://", "https://")),
@@ -284,7 +290,7 @@ def _row_for(
         return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
     # A server-issued id is only worth replacing where the model writes one (not in K3).
     fix_ids = config.fix_tool_call_ids and get_profile(config.profile).writes_tool_call_ids
-    turn = replace_foreign_call_ids(outcome.turn) if fix_ids else outcome.turn
+    turn = replace_foreign_call_ids(outcome.turn) if fix_ids else _keeping_server_ids(outcome.turn)
     try:
         rebuilt = rebuild(prompt, turn) if rebuild is not None else None
     except Exception as err:
@@ -293,14 +299,19 @@ def _row_for(
         error = {"type": "reconstruction", "code": None, "message": message, "field": field_name}
         return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
     if rebuilt is not None and config.check_usage:
-        rebuilt = _with_usage_check(rebuilt, outcome, turn, config.profile)
+        rebuilt = _with_usage_check(rebuilt, outcome, turn, config.profile, config.server)
     row = ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
     if decode is not None and _ids_hold_secret(row, decode, secret):
         return without_secret(row)
     return row
 
 
-def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, profile: str) -> Rebuilt:
+def _keeping_server_ids(turn: AssistantTurn) -> AssistantTurn:
+    """``turn`` marked so the renderer writes its server-issued ids verbatim (flag ``foreign_tool_call_id``)."""
+    return replace(turn, metadata={**turn.metadata, "keep_server_call_ids": True})
+
+
+def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, profile: str, server: str | None = None) -> Rebuilt:
     """``rebuilt`` with the usage check of its lengths (see :mod:`kimi_recon.usage_check`)."""
     usage = turn.metadata.get("usage")
     if usage is None:
@@ -310,7 +321,18 @@ def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, 
     if prompt_len is None and outcome.prompt_len_error is not None:
         message = f"the prompt could not be rendered to check usage.{PROMPT}: {outcome.prompt_len_error}"
         flags += (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, message, f"usage.{PROMPT}"),)
-    counts = check_with_profile(usage, rebuilt.output_ids, prompt_len, profile, truncated_in=turn.metadata.get("truncated_in"))
+    from ..servers import get_server
+
+    pinned = get_server(server if server is not None else turn.metadata.get("server_detected")).completion_conventions
+    counts = check_with_profile(
+        usage,
+        rebuilt.output_ids,
+        prompt_len,
+        profile,
+        truncated_in=turn.metadata.get("truncated_in"),
+        completion_conventions=pinned or None,
+        reasoning_into_tools=any(f.code is FlagCode.THINK_END_OMITTED for f in rebuilt.flags),
+    )
     return replace(rebuilt, flags=flags, token_counts=counts)
 
 
@@ -338,6 +360,7 @@ def _rebuilders(
             tokenizer=tokenizer,
             prompt_ids=config.prompt_ids,
             training_sample=config.training_sample,
+            server=config.server,
         )
     count_prompt: PromptCounter | None = None
     if rebuild is not None and config.check_usage and not (config.prompt_ids or config.training_sample):

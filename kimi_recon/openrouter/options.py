@@ -81,6 +81,9 @@ class RequestOptions:
     provider: Mapping[str, Any] | None = None
     stream: bool = False
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    #: ask a self-hosted vLLM or SGLang server for the generated ids (``return_token_ids``): they are then the
+    #: rebuilt ids, whatever its parsers lost from the message
+    return_token_ids: bool = False
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -117,6 +120,7 @@ class RequestOptions:
             "provider": dict(self.provider) if self.provider is not None else None,
             "stream": self.stream,
             "extra_body": dict(self.extra_body),
+            "return_token_ids": self.return_token_ids,
         }
 
 
@@ -139,6 +143,8 @@ def request_kwargs(prompt: Prompt, options: RequestOptions) -> dict[str, Any]:
         extra["reasoning"] = dict(options.reasoning)
     if options.provider is not None:
         extra["provider"] = dict(options.provider)
+    if options.return_token_ids:
+        extra["return_token_ids"] = True  # vLLM: choices[].token_ids; SGLang: choices[].response_token_ids
     extra.update(options.extra_body)
     kwargs["extra_body"] = extra
     return kwargs

@@ -35,6 +35,7 @@ def make_reconstructor(
     tokenizer: str | KimiTokenizer | None = None,
     prompt_ids: bool = False,
     training_sample: bool = False,
+    server: str | None = None,
 ) -> Reconstructor:
     """A function rebuilding one prompt's output ids (and, when asked, its prompt ids and training row)."""
     from ..reconstruct import reconstruct_output_ids
@@ -45,12 +46,12 @@ def make_reconstructor(
 
     def rebuild(prompt: Prompt, turn: AssistantTurn) -> Rebuilt:
         offset = count_tool_calls(prompt.messages)
-        recon = reconstruct_output_ids(turn, tok, profile, thinking, call_index_offset=offset)
+        recon = reconstruct_output_ids(turn, tok, profile, thinking, call_index_offset=offset, server=server)
         flags = list(recon.flags)
         if not (prompt_ids or training_sample):
             return Rebuilt(recon.ids, recon.source, tuple(flags))
         sample = build_training_sample(
-            list(prompt.messages), turn, list(prompt.tools) if prompt.tools else None, profile, thinking, tok
+            list(prompt.messages), turn, list(prompt.tools) if prompt.tools else None, profile, thinking, tok, server=server
         )
         if sample.output_ids != recon.ids:
             # Both come from the same reconstruction; a difference would be a bug worth seeing.

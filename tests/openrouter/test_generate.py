@@ -87,7 +87,10 @@ def test_every_prompt_ends_as_exactly_one_row_with_ids_usage_and_cost(fake: Fake
     t = rows_by_id["tools"]
     assert "<|tool_call_begin|>functions.lookup:1<|tool_call_argument_begin|>" in decode(t["output_ids"])
     # (the fake's usage figures are made up, so the usage check flags them; see test_usage_check_generate.py)
-    assert [f["code"] for f in t["flags"] if not f["code"].endswith("_tokens_mismatch")] == ["replaced_tool_call_id"]
+    # and an OpenRouter provider is a server kimi-recon cannot name: what any server parser loses is flagged
+    codes = [f["code"] for f in t["flags"] if not f["code"].endswith("_tokens_mismatch")]
+    assert codes[0] == "replaced_tool_call_id" and set(codes[1:]) == {"server_may_have_lost"}
+    assert all("server unknown" in f["message"] for f in t["flags"] if f["code"] == "server_may_have_lost")
     assert t["response"]["choices"][0]["message"]["tool_calls"][0]["id"] == "call_srv1"  # raw stays raw
 
     assert rows_by_id["line-4"]["error"]["type"] == "invalid_prompt"
@@ -294,7 +297,7 @@ def test_bad_responses_become_error_rows_naming_the_prompt(fake: FakeOpenRouter,
     no_choices["choices"] = []
     dict_args = completion({"content": None, "tool_calls": [call("functions.f:0", "f", {"a": 1})]}, "tool_calls")
     fake.script("p1", Act(body=no_choices))
-    fake.script("p2", Act(body=completion({"content": None})))
+    fake.script("p2", Act(body=completion({"content": None}, None)))  # empty and not finished: no turn
     fake.script("p3", Act(body=dict_args))
     fake.script("p4", Act(body="<html>Bad gateway</html>"))
     prompts = [user_prompt(f"p{i}", f"id{i}") for i in range(1, 5)]

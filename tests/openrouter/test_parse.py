@@ -230,9 +230,11 @@ def test_no_choices_is_an_error_naming_the_prompt() -> None:
     assert info.value.sample == "p-7"
 
 
-def test_choice_with_nothing_generated_is_an_error() -> None:
+def test_choice_with_nothing_generated_is_an_error_unless_the_model_stopped() -> None:
     with pytest.raises(InvalidResponseError, match="neither content nor tool calls nor reasoning"):
-        turn_from_openrouter(completion({"content": "", "reasoning": None}), sample="p1")
+        turn_from_openrouter(completion({"content": "", "reasoning": None}, None), sample="p1")
+    # a generation of only the stop token is a turn (the usage check and the server flags say when it is not)
+    assert turn_from_openrouter(completion({"content": "", "reasoning": None}), sample="p1").content == ""
 
 
 @pytest.mark.parametrize("arguments", [{"city": "Paris"}, None, 3])

@@ -1,0 +1,325 @@
+"""What an OpenAI-compatible server's own parsers can lose between the model's text and its response: data.
+
+A server (vLLM, SGLang) turns the model's raw text into ``reasoning``, ``content`` and ``tool_calls`` with its
+reasoning and tool-call parsers, and several of them lose text (read from their code and tests; the
+conformance harness in ``scripts/`` measures them, docs/servers.md gives the figures). A
+:class:`ServerProfile` names, per release, which :class:`ParserLoss` its parsers can cause, for which turn
+shape, and how it counts ``usage.completion_tokens``. :func:`server_flags` turns that into flags on one turn:
+every loss the named server can cause on a turn of this shape is flagged ``server_may_have_lost`` (field and
+what may be missing named), unless the turn's ids came from the server itself.
+
+``server=None`` is :data:`UNKNOWN`: it may lose whatever any known parser loses. ``"none"`` says the turn
+never went through a server parser (raw model text, official data): nothing is flagged. ``"vllm"`` and
+``"sglang"`` are the newest release known. :func:`detect_server` reads what a response reveals about its
+server (fields only one server writes; vLLM 0.15.1's ``chatcmpl-tool-…`` call ids).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from .errors import InvalidInputError, preview
+from .flags import Flag, FlagCode
+
+if TYPE_CHECKING:
+    from .models import AssistantTurn
+    from .profiles import ChatProfile
+
+__all__ = [
+    "KNOWN_SERVERS",
+    "LOSSES",
+    "NO_SERVER",
+    "SERVERS",
+    "UNKNOWN",
+    "ParserLoss",
+    "ServerProfile",
+    "detect_server",
+    "get_server",
+    "server_flags",
+    "server_losses",
+]
+
+#: Where a loss can show, given the turn: the fields concerned (empty: this turn's shape is safe from it).
+ShapeTest = Callable[["AssistantTurn", "ChatProfile", bool], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class ParserLoss:
+    """One thing a server's parser can drop or change, the turn shape it applies to, and what may be missing.
+
+    ``format`` is the chat format whose parser does it (``k2`` or ``k3``); ``applies`` gives the fields of a
+    turn where it can show (none: the turn's shape is not exposed to it); ``what`` is said in the flag.
+    """
+
+    name: str
+    format: str
+    what: str
+    applies: ShapeTest
+
+
+def _calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return ("tool_calls",) if turn.tool_calls else ()
+
+
+def _no_content_before_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return ("content",) if turn.tool_calls and not (turn.content or "").strip() else ()
+
+
+def _content_empty(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return ("content",) if not turn.tool_calls and not (turn.content or "").strip() and not turn.truncated else ()
+
+
+def _reasoning_into_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    """K2.5/K2.6 reasoning that runs straight into the tool section comes back as reasoning + calls."""
+    opened = thinking and prof.thinking_style == "prompt_opens"
+    return ("reasoning",) if opened and turn.tool_calls and bool(turn.reasoning) and not (turn.content or "").strip() else ()
+
+
+def _empty_object_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return tuple(
+        f"tool_calls[{i}].function.arguments"
+        for i, call in enumerate(turn.tool_calls)
+        if call.arguments_text.replace(" ", "") in ("{}", "")
+    )
+
+
+def _number_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return tuple(
+        f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if re.search(r"\d", call.arguments_text)
+    )
+
+
+def _any_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    """A call the parser dropped leaves no trace in the message: every finished turn is exposed."""
+    return ("tool_calls",) if not turn.truncated else ()
+
+
+def _several_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return ("tool_calls",) if len(turn.tool_calls) > 1 else ()
+
+
+def _loss(name: str, fmt: str, what: str, applies: ShapeTest) -> tuple[str, ParserLoss]:
+    return name, ParserLoss(name, fmt, what, applies)
+
+
+#: Every loss a known parser can cause (vLLM ``tool_parsers/kimi_k2_tool_parser.py``, ``parser/kimi_k2.py``,
+#: ``parser/kimi_k3.py``, ``reasoning/kimi_k2_reasoning_parser.py``; SGLang ``function_call/kimik2_detector.py``,
+#: ``kimik3_detector.py``, ``parser/reasoning_parser.py``).
+LOSSES: Final[Mapping[str, ParserLoss]] = dict(
+    [
+        _loss("whitespace_stripped", "k2", "whitespace around the call ids and arguments (and between markers) is stripped", _calls),
+        _loss("text_between_calls_dropped", "k2", "text between the calls and after <|tool_calls_section_end|> is dropped", _calls),
+        _loss("blank_content_nulled", "k2", "whitespace-only content (e.g. a newline before the tool section) comes back as null", _no_content_before_calls),
+        _loss("blank_message_nulled", "k2", "a whitespace-only answer comes back as null or empty", _content_empty),
+        _loss(
+            "think_end_inserted",
+            "k2",
+            "reasoning that ran straight into the tool section (no </think>) comes back as reasoning + calls; "
+            "the rebuild writes a </think> the model may not have written",
+            _reasoning_into_calls,
+        ),
+        _loss("blank_arguments_to_object", "k2", "blank arguments come back as {}", _empty_object_arguments),
+        _loss(
+            "calls_dropped",
+            "k2",
+            "a call whose id is not NAME:N or whose arguments are not an object (or any call, when the request "
+            "offered no tools) is dropped with its text",
+            _any_turn,
+        ),
+        _loss("k3_calls_dropped", "k3", "calls are dropped when the request offered no tools", _any_turn),
+        _loss("ids_rebuilt", "k2", "call ids are rebuilt by the server, not the model's", _calls),
+        _loss("k3_json_block_dropped", "k3", "a json arguments block vanishes (arguments {})", _empty_object_arguments),
+        _loss("k3_values_respelled", "k3", "argument values are decoded and re-encoded (1.50 -> 1.5, 1e2 -> 100.0)", _number_arguments),
+        _loss("k3_calls_renumbered", "k3", "calls are renumbered", _several_calls),
+        _loss("k3_duplicate_keys_merged", "k3", "duplicate argument keys are merged", _calls),
+        _loss("k3_whitespace_dropped", "k3", "whitespace between tags and text after the tools block is dropped", _calls),
+        _loss("k3_blank_message_nulled", "k3", "a whitespace-only answer comes back as null or empty", _content_empty),
+    ]
+)
+
+_K2_COMMON = ("whitespace_stripped", "text_between_calls_dropped", "blank_content_nulled", "blank_message_nulled", "think_end_inserted", "blank_arguments_to_object", "calls_dropped")
+_K3_COMMON = ("k3_calls_dropped", "k3_json_block_dropped", "k3_values_respelled", "k3_calls_renumbered", "k3_duplicate_keys_merged", "k3_whitespace_dropped", "k3_blank_message_nulled")
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """One server build: what its parsers can lose and how it counts.
+
+    ``losses`` names :data:`LOSSES` entries. ``completion_conventions`` are the values of
+    :class:`~kimi_recon.usage_check.Convention` its ``usage.completion_tokens`` may follow (empty: not pinned,
+    any known one). ``token_ids_fields`` are where, in a choice, it returns the generated ids when asked.
+    """
+
+    name: str
+    description: str
+    losses: frozenset[str]
+    completion_conventions: frozenset[str] = frozenset()
+    token_ids_fields: tuple[str, ...] = ()
+
+    def loses(self, name: str) -> bool:
+        return name in self.losses
+
+
+#: vLLM counts ``len(output.token_ids)``, the stop token included; SGLang ``meta_info.completion_tokens``, the same.
+_COUNTS_EVERY_ID = frozenset({"exact"})
+_VLLM_IDS = ("token_ids",)
+_SGLANG_IDS = ("response_token_ids", "sglext.output_ids")
+
+SERVERS: Final[Mapping[str, ServerProfile]] = {
+    "vllm==0.15.1": ServerProfile(
+        "vllm==0.15.1",
+        "vLLM 0.15.1 (KimiK2ToolParser, KimiK2ReasoningParser): call ids replaced by chatcmpl-tool-…",
+        frozenset((*_K2_COMMON, "ids_rebuilt")),
+        _COUNTS_EVERY_ID,
+        _VLLM_IDS,
+    ),
+    "vllm==0.33.0": ServerProfile(
+        "vllm==0.33.0",
+        "vLLM 0.33.0 (parser/kimi_k2.py, parser/kimi_k3.py)",
+        frozenset((*_K2_COMMON, *_K3_COMMON)),
+        _COUNTS_EVERY_ID,
+        _VLLM_IDS,
+    ),
+    "sglang==0.5.23": ServerProfile(
+        "sglang==0.5.23",
+        "SGLang 0.5.23 (KimiK2Detector, KimiK3Detector): ids rebuilt as functions.NAME:N from the calls so far",
+        frozenset((*_K2_COMMON, *_K3_COMMON, "ids_rebuilt")),
+        _COUNTS_EVERY_ID,
+        _SGLANG_IDS,
+    ),
+}
+#: The newest known release of each server.
+_NEWEST: Final[Mapping[str, str]] = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23"}
+#: Losses that can hit any turn, a plain answer too (a dropped call leaves no trace in the message).
+_ANY_TURN: Final[frozenset[str]] = frozenset({"calls_dropped", "k3_calls_dropped"})
+#: A server that may lose whatever any known parser loses, counting any known way (the default), except the
+#: losses that can hit any turn: flagging every plain answer of every unnamed source would bury the flags that
+#: say something. A named (or detected) server flags them where no usage count rules them out.
+UNKNOWN: Final[ServerProfile] = ServerProfile(
+    "unknown",
+    "not named: may lose whatever any known server parser loses on a turn of this shape",
+    frozenset(LOSSES) - _ANY_TURN,
+    frozenset(),
+    tuple(dict.fromkeys(f for s in SERVERS.values() for f in s.token_ids_fields)),
+)
+#: No server parser in between (raw model text, official data).
+NO_SERVER: Final[ServerProfile] = ServerProfile("none", "no server parser: the fields are what the model wrote", frozenset())
+#: Every name :func:`get_server` takes.
+KNOWN_SERVERS: Final[tuple[str, ...]] = (*SERVERS, *_NEWEST, *(f"{f}*" for f in _NEWEST), "unknown", "none")
+
+
+def get_server(server: str | ServerProfile | None) -> ServerProfile:
+    """The profile of ``server``: a :data:`SERVERS` name, ``"vllm"``/``"sglang"`` (newest known),
+    ``"unknown"`` or None (:data:`UNKNOWN`), ``"none"`` (:data:`NO_SERVER`), ``"vllm*"``/``"sglang*"`` (any
+    known build of the family: what :func:`detect_server` finds), or a profile as is."""
+    if isinstance(server, ServerProfile):
+        return server
+    if server is None or server == "unknown":
+        return UNKNOWN
+    if isinstance(server, str) and server.endswith("*") and server[:-1] in _NEWEST:
+        return _family(server[:-1])
+    if server == "none":
+        return NO_SERVER
+    if isinstance(server, str):
+        name = _NEWEST.get(server.lower(), server.lower().replace(" ", ""))
+        found = SERVERS.get(name)
+        if found is not None:
+            return found
+        family = name.split("==", 1)[0]
+        if family in _NEWEST:  # a release not measured: its family's losses, every known convention
+            newest = SERVERS[_NEWEST[family]]
+            return ServerProfile(name, f"{family} release not measured: taken to lose what {newest.name} loses", newest.losses, frozenset(), newest.token_ids_fields)
+    raise InvalidInputError(f"unknown server {preview(server)}; expected one of {list(KNOWN_SERVERS)} or NAME==VERSION", field="server")
+
+
+def _family(family: str) -> ServerProfile:
+    """Every known build of ``family`` at once: the union of their losses, the conventions all of them follow."""
+    builds = [s for name, s in SERVERS.items() if name.split("==", 1)[0] == family]
+    conventions = frozenset.intersection(*(b.completion_conventions for b in builds))
+    return ServerProfile(
+        f"{family}*",
+        f"a {family} build, which one unknown: may lose what any known {family} build loses",
+        frozenset().union(*(b.losses for b in builds)),
+        conventions,
+        tuple(dict.fromkeys(f for b in builds for f in b.token_ids_fields)),
+    )
+
+
+_VLLM_TOOL_ID = re.compile(r"chatcmpl-tool-[0-9a-f]+")
+
+
+def detect_server(response: object) -> str | None:
+    """The server a chat completion reveals, when it does reliably, else None.
+
+    SGLang writes ``matched_stop``, ``response_token_ids`` or ``sglext`` on its choices; vLLM ``stop_reason``
+    or ``token_ids``, and issues ``chatcmpl-tool-…`` call ids (0.15.1 for K2, later builds for K3). The build
+    does not show, so what is found is the family: ``"sglang*"`` or ``"vllm*"``, every known build of it
+    (:func:`get_server` reads these names).
+    """
+    if not isinstance(response, Mapping):
+        return None
+    choices = response.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+    if choice is None:
+        return None
+    if "matched_stop" in choice or "response_token_ids" in choice or "sglext" in choice or "sglext" in response:
+        return "sglang*"
+    message = choice.get("message")
+    calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+    vllm_ids = isinstance(calls, list) and any(
+        isinstance(c, Mapping) and isinstance(c.get("id"), str) and _VLLM_TOOL_ID.fullmatch(c["id"]) for c in calls
+    )
+    if vllm_ids or "stop_reason" in choice or "token_ids" in choice:
+        return "vllm*"
+    return None
+
+
+def server_flags(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[Flag, ...]:
+    """One ``server_may_have_lost`` flag per loss ``server`` can cause on a turn of this shape (none for
+    :data:`NO_SERVER`): :func:`server_losses` without the names."""
+    return tuple(flag for _, flag in server_losses(turn, prof, thinking, server))
+
+
+def server_losses(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[tuple[str, Flag], ...]:
+    """``(loss name, flag)`` for each loss ``server`` can cause on a turn of this shape. Rebuilt call ids
+    are left out: the rebuild writes the model's own id (the ``replaced_tool_call_id`` flag says so)."""
+    if not server.losses:
+        return ()
+    flags: list[tuple[str, Flag]] = []
+    for name in sorted(server.losses):
+        loss = LOSSES[name]
+        if loss.format != prof.format or (name == "ids_rebuilt"):
+            continue
+        fields = loss.applies(turn, prof, thinking)
+        if fields:
+            where = ", ".join(fields)
+            flags.append(
+                (
+                    name,
+                    Flag(
+                        FlagCode.SERVER_MAY_HAVE_LOST,
+                        f"server {server.name}: {loss.what} ({name}); the {where} may miss what the model wrote. "
+                        "Ask the server for the token ids (return_token_ids) or logprobs to rebuild exactly",
+                        fields[0],
+                    ),
+                )
+            )
+    return tuple(flags)
+
+
+def server_of(record: Mapping[str, Any] | None, response: object, server: str | ServerProfile | None) -> ServerProfile:
+    """The server a record names (its ``server`` field wins over the argument), else what the response reveals
+    when the argument names none, else the argument's (:data:`UNKNOWN` for None)."""
+    named = record.get("server") if isinstance(record, Mapping) else None
+    if named is not None:
+        if not isinstance(named, str):
+            raise InvalidInputError(f"must be a server name, got {type(named).__name__}", field="server")
+        return get_server(named)
+    if server is None:
+        found = detect_server(response)
+        if found is not None:
+            return get_server(found)
+    return get_server(server)

@@ -1,0 +1,229 @@
+"""Server knowledge is data: what each server build's parsers can lose is flagged on the turns it can hit,
+undone where the evidence proves it (the server's own token ids, usage counted as that server counts), and
+a server-issued call id is rebuilt as the id the K2.x model writes.
+
+The expected ids are the raw text the model wrote, encoded by the tokenizer in one go (the official
+encode): never the renderer's own output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kimi_recon import KimiTokenizer, audit_record, reconstruct_output_ids
+from kimi_recon.errors import InvalidInputError
+from kimi_recon.flags import FlagCode, Severity
+from kimi_recon.responses import turn_from_response
+from kimi_recon.servers import KNOWN_SERVERS, LOSSES, NO_SERVER, SERVERS, UNKNOWN, detect_server, get_server
+
+CALL = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>"
+TOOL_CALL = {"id": "functions.get_weather:0", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
+
+
+def _response(message: dict[str, Any], *, finish: str = "tool_calls", usage: dict[str, Any] | None = None, **choice: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish, **choice}]}
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def _codes(flags: Any) -> list[str]:
+    return [f.code.value for f in flags]
+
+
+# -- the registry -------------------------------------------------------------------------------------
+
+
+def test_every_server_names_only_known_losses_and_unknown_may_lose_them_all() -> None:
+    for server in SERVERS.values():
+        assert server.losses <= set(LOSSES), server.name
+        assert server.completion_conventions <= {"exact", "without_stop", "with_eos"}
+    assert UNKNOWN.losses == set(LOSSES) - {"calls_dropped", "k3_calls_dropped"} and UNKNOWN.completion_conventions == frozenset()
+    assert NO_SERVER.losses == frozenset()
+
+
+def test_server_names_resolve_to_their_build_the_newest_or_the_family() -> None:
+    assert get_server("vllm") is SERVERS["vllm==0.33.0"] and get_server("SGLang") is SERVERS["sglang==0.5.23"]
+    assert get_server(None) is UNKNOWN and get_server("unknown") is UNKNOWN and get_server("none") is NO_SERVER
+    later = get_server("vllm==0.40.0")
+    assert later.losses == SERVERS["vllm==0.33.0"].losses and later.completion_conventions == frozenset()
+    assert set(KNOWN_SERVERS) >= {"vllm==0.15.1", "vllm==0.33.0", "sglang==0.5.23", "vllm", "sglang"}
+    with pytest.raises(InvalidInputError) as err:
+        get_server("tgi")
+    assert err.value.field == "server" and "vllm==0.33.0" in err.value.message
+
+
+def test_a_response_reveals_its_server_only_where_a_field_or_id_style_is_its_own() -> None:
+    assert detect_server(_response({"content": "x"}, matched_stop=163586)) == "sglang*"
+    assert detect_server(_response({"content": "x"}, response_token_ids=[1])) == "sglang*"
+    assert detect_server(_response({"content": "x"}, stop_reason=None)) == "vllm*"
+    vllm_ids = _response({"tool_calls": [{**TOOL_CALL, "id": "chatcmpl-tool-8f2a9c"}]})
+    assert detect_server(vllm_ids) == "vllm*"  # 0.15.1 for K2, 0.33.0 for K3: the build does not show
+    family = get_server("vllm*")
+    assert family.losses == SERVERS["vllm==0.15.1"].losses | SERVERS["vllm==0.33.0"].losses and family.completion_conventions == {"exact"}
+    assert detect_server(_response({"content": "x"})) is None and detect_server({"content": "x"}) is None
+
+
+# -- flagged: what the named or unknown server can lose -----------------------------------------------
+
+
+def test_a_plain_answer_has_no_server_flag_and_a_tool_call_turn_is_flagged_for_an_unknown_server(tok: KimiTokenizer) -> None:
+    assert reconstruct_output_ids({"reasoning_content": "Hm.", "content": "Hi"}, tok).flags == ()
+    # a named server can drop whole calls (vLLM 0.33.0 when the request offered no tools): with no usage to rule
+    # that out, a plain answer is flagged too; a count that agrees rules it out
+    plain = turn_from_response(_response({"reasoning_content": "Hm.", "content": "Hi"}, finish="stop"))
+    assert any("calls_dropped" in f.message for f in reconstruct_output_ids(plain, tok, server="vllm").flags)
+    n = len(tok.encode("Hm.</think>Hi<|im_end|>"))
+    counted = turn_from_response(_response({"reasoning_content": "Hm.", "content": "Hi"}, finish="stop", usage={"completion_tokens": n}))
+    assert reconstruct_output_ids(counted, tok, server="vllm").flags == ()
+    flags = reconstruct_output_ids({"reasoning_content": "Hm.", "content": "Sure.", "tool_calls": [TOOL_CALL]}, tok).flags
+    assert FlagCode.SERVER_MAY_HAVE_LOST in _codes(flags)
+    assert all(f.severity is Severity.RISK for f in flags if f.code is FlagCode.SERVER_MAY_HAVE_LOST)
+    assert reconstruct_output_ids({"reasoning_content": "Hm.", "content": "Sure.", "tool_calls": [TOOL_CALL]}, tok, server="none").flags == ()
+
+
+def test_k25_reasoning_run_into_the_tool_section_is_flagged_without_usage(tok: KimiTokenizer) -> None:
+    """The model wrote no </think>; the parser returns reasoning + calls, and the rebuild writes a </think>."""
+    truth = tok.encode("Let me check." + CALL + "<|im_end|>")
+    message = {"reasoning_content": "Let me check.", "content": None, "tool_calls": [TOOL_CALL]}
+    for server in (None, "vllm==0.33.0", "sglang"):
+        result = reconstruct_output_ids(turn_from_response(_response(message)), tok, server=server)
+        assert result.ids != truth
+        lost = [f for f in result.flags if f.code is FlagCode.SERVER_MAY_HAVE_LOST]
+        assert any("think_end_inserted" in f.message and f.field == "reasoning" for f in lost), server
+
+
+def test_k25_reasoning_run_into_the_tool_section_is_undone_by_usage_counted_as_the_server_counts(tok: KimiTokenizer) -> None:
+    truth = tok.encode("Let me check." + CALL + "<|im_end|>")
+    message = {"reasoning_content": "Let me check.", "content": None, "tool_calls": [TOOL_CALL]}
+    response = _response(message, usage={"prompt_tokens": 10, "completion_tokens": len(truth), "total_tokens": 10 + len(truth)})
+    result = reconstruct_output_ids(turn_from_response(response), tok, server="vllm==0.33.0")
+    assert result.ids == truth and "</think>" not in result.text
+    assert FlagCode.THINK_END_OMITTED in _codes(result.flags)
+    # the same count from an unknown server could be "without the stop token": not decided, flagged
+    unknown = reconstruct_output_ids(turn_from_response(response), tok)
+    assert FlagCode.THINK_END_OMITTED not in _codes(unknown.flags) and FlagCode.SERVER_MAY_HAVE_LOST in _codes(unknown.flags)
+
+
+def test_a_count_that_agrees_under_the_servers_convention_rules_out_the_losses_that_change_it(tok: KimiTokenizer) -> None:
+    truth = tok.encode("Let me check.</think>" + CALL + "<|im_end|>")
+    message = {"reasoning_content": "Let me check.", "content": None, "tool_calls": [TOOL_CALL]}
+    usage = {"prompt_tokens": 10, "completion_tokens": len(truth)}
+    result = reconstruct_output_ids(turn_from_response(_response(message, usage=usage)), tok, server="vllm")
+    assert result.ids == truth
+    kept = [f.message for f in result.flags if f.code is FlagCode.SERVER_MAY_HAVE_LOST]
+    assert not any("think_end_inserted" in m or "blank_content_nulled" in m for m in kept)
+    assert any("whitespace_stripped" in m for m in kept)  # a stripped space can merge into a token: the count cannot tell
+
+
+def test_whitespace_only_content_the_parser_nulled_is_a_count_mismatch_when_the_server_is_named(tok: KimiTokenizer) -> None:
+    truth = tok.encode("Let me check.</think>\n" + CALL + "<|im_end|>")
+    message = {"reasoning_content": "Let me check.", "content": None, "tool_calls": [TOOL_CALL]}
+    record = {"response": _response(message, usage={"completion_tokens": len(truth)}), "reference_ids": truth, "server": "sglang==0.5.23"}
+    result = audit_record(record)
+    assert not result.comparison.exact  # type: ignore[union-attr]
+    assert result.server == "sglang==0.5.23"
+    assert {"completion_tokens_mismatch", "server_may_have_lost"} <= set(_codes(result.flags))
+
+
+# -- the server's own ids ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"token_ids": None},  # vLLM return_token_ids
+        {"response_token_ids": None},  # SGLang return_token_ids
+        {"sglext": {"output_ids": None}},  # SGLang return_output_ids_in_sglext
+    ],
+)
+def test_the_servers_generated_ids_are_used_and_the_loss_located(tok: KimiTokenizer, where: dict[str, Any]) -> None:
+    truth = tok.encode("Let me check.</think>\n" + CALL + "<|im_end|>")
+    message = {"reasoning_content": "Let me check.", "content": None, "tool_calls": [TOOL_CALL]}
+    key = next(iter(where))
+    choice = {key: truth} if key != "sglext" else {"sglext": {"output_ids": [truth]}}
+    result = reconstruct_output_ids(turn_from_response(_response(message, **choice)), tok)
+    assert result.ids == truth and result.source == "server_token_ids"
+    (used,) = [f for f in result.flags if f.code is FlagCode.SERVER_TOKEN_IDS_USED]
+    assert used.severity is Severity.INFO and "first difference at index" in used.message
+    assert FlagCode.SERVER_MAY_HAVE_LOST not in _codes(result.flags)
+
+
+def test_server_ids_without_the_stop_token_get_it_and_bad_ids_fall_back_flagged(tok: KimiTokenizer) -> None:
+    truth = tok.encode("Hm.</think>Hi<|im_end|>")
+    message = {"reasoning_content": "Hm.", "content": "Hi"}
+    result = reconstruct_output_ids(turn_from_response(_response(message, finish="stop", token_ids=truth[:-1])), tok)
+    assert result.ids == truth and "appended" in result.flags[0].message
+    bad = reconstruct_output_ids(turn_from_response(_response(message, finish="stop", token_ids=[10**9])), tok)
+    assert bad.source == "rendered" and bad.flags[0].code is FlagCode.SERVER_TOKEN_IDS_UNUSABLE
+
+
+# -- tool-call ids (issue 21) ------------------------------------------------------------------------
+
+
+def test_a_server_issued_call_id_is_rebuilt_as_the_models_own_flagged_as_an_assumed_index(tok: KimiTokenizer) -> None:
+    truth = tok.encode("Hm.</think>" + CALL.replace(":0", ":2") + "<|im_end|>")
+    message = {"reasoning_content": "Hm.", "tool_calls": [{**TOOL_CALL, "id": "call_8f2"}]}
+    result = reconstruct_output_ids(message, tok, call_index_offset=2, server="none")
+    assert result.ids == truth
+    (flag,) = result.flags
+    assert flag.code is FlagCode.REPLACED_TOOL_CALL_ID and flag.severity is Severity.RISK and "call_8f2" in flag.message
+    assert flag.field == "tool_calls[0].id"
+
+
+# -- empty turns and pinned counting -----------------------------------------------------------------
+
+
+def test_a_generation_of_only_the_stop_token_is_an_exact_empty_turn(tok: KimiTokenizer) -> None:
+    turn = turn_from_response(_response({"content": ""}, finish="stop", usage={"completion_tokens": 1}))
+    result = reconstruct_output_ids(turn, tok, thinking=False, server="vllm")
+    assert result.ids == tok.encode("<|im_end|>") and result.flags == ()
+
+
+def test_an_empty_message_whose_usage_says_more_was_generated_is_a_loss(tok: KimiTokenizer) -> None:
+    response = _response({"content": None}, finish="stop", usage={"completion_tokens": 7})
+    record = {"response": response, "reference_ids": tok.encode("<|im_end|>"), "thinking": False}
+    for server in ("vllm", None):
+        result = audit_record(record, server=server)
+        assert result.ok and "completion_tokens_mismatch" in _codes(result.flags)
+        assert max(f.severity for f in result.flags) is Severity.LOSS
+
+
+def test_a_named_servers_convention_is_pinned_so_a_count_one_short_is_a_mismatch(tok: KimiTokenizer) -> None:
+    ids = tok.encode("Hm.</think>Hi<|im_end|>")
+    record = {"response": _response({"reasoning_content": "Hm.", "content": "Hi"}, finish="stop", usage={"completion_tokens": len(ids) - 1}), "reference_ids": ids}
+    assert "completion_tokens_mismatch" not in _codes(audit_record(record).flags)  # unknown: without the stop token
+    pinned = audit_record(record, server="vllm==0.33.0")
+    assert "completion_tokens_mismatch" in _codes(pinned.flags)
+    assert audit_record({**record, "server": "sglang"}).server == "sglang==0.5.23"
+
+
+# -- the options reach every door ----------------------------------------------------------------------
+
+
+def test_generate_can_ask_a_self_hosted_server_for_its_token_ids() -> None:
+    from kimi_recon.openrouter.options import RequestOptions, request_kwargs
+    from kimi_recon.openrouter.prompts import Prompt
+
+    prompt = Prompt(id="p", messages=({"role": "user", "content": "Hi"},), tools=None, line=1)
+    assert "return_token_ids" not in request_kwargs(prompt, RequestOptions(model="m"))["extra_body"]
+    assert request_kwargs(prompt, RequestOptions(model="m", return_token_ids=True))["extra_body"]["return_token_ids"] is True
+
+
+def test_the_cli_server_option_names_the_server_in_every_audit_record(tmp_path: Any, tok: KimiTokenizer) -> None:
+    import json
+
+    from kimi_recon.cli import main
+
+    ids = tok.encode("Hm.</think>Hi<|im_end|>")
+    record = {"response": _response({"reasoning_content": "Hm.", "content": "Hi"}, finish="stop", usage={"completion_tokens": len(ids) - 1}), "reference_ids": ids[:-1]}
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    out = tmp_path / "report.json"
+    main(["audit", str(src), "--server", "vllm", "--json", str(out)])
+    report = json.loads(out.read_text(encoding="utf-8"))
+    (worst,) = report["worst"]
+    assert worst["server"] == "vllm==0.33.0" and "completion_tokens_mismatch" in [f["code"] for f in worst["flags"]]
+    assert main(["audit", str(src), "--server", "tgi"]) != 0
