@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from . import responses
+from ._arrow import arrow_value, check_batch, plain
 from ._io import open_input
 from .compare import Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError, InvalidRecordError
@@ -389,11 +390,27 @@ def audit_row(
 ) -> dict[str, Any]:
     """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``.
 
-    The record is a row of an Arrow table, so its ``tools`` objects are read as such
-    (:func:`~kimi_recon.record_options.arrow_tools`)."""
-    if isinstance(record, Mapping) and "tools" in record:
-        record = {**record, "tools": arrow_tools(record["tools"])}
+    The record is a row of an Arrow table, so its objects are read as such (:mod:`kimi_recon._arrow`): a
+    response Arrow may have changed is an error row, messages that cannot be read back leave the usage
+    check's ``prompt_tokens`` unchecked (flag ``prompt_tokens_unchecked``)."""
+    if isinstance(record, Mapping):
+        try:
+            record = _arrow_record(record)
+        except InvalidInputError as err:
+            rid = record_id(record)
+            return RecordResult(0, None, rid, error=record_error(0, None, rid, err)).to_row(prefix)
     return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs).to_row(prefix)
+
+
+def _arrow_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A row of an Arrow table with its object columns read as :mod:`kimi_recon._arrow` says (text stays text)."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        value = plain(value)
+        if not isinstance(value, (str, bytes)):
+            value = arrow_tools(value) if key == "tools" else arrow_value(key, value)
+        out[key] = value
+    return out
 
 
 def audit_batch(
@@ -409,8 +426,7 @@ def audit_batch(
 
     Returns only the audit columns; ``datasets`` adds them to the batch, with Ray merge them yourself.
     """
-    columns = list(batch)
-    n = len(batch[columns[0]]) if columns else 0
+    columns, n = check_batch(batch)
     out: dict[str, list[Any]] = {}
     for i in range(n):
         row = audit_row({c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix)

@@ -12,6 +12,7 @@ catch one type. Errors about input data say which field (and, when known, which 
     │   ├── GenerationFailedError     ... as finish_reason "error"
     │   └── openrouter.OpenRouterError   ... or the exchange with OpenRouter failed (adds retryable, retries)
     └── InvalidInputError             (also ValueError) malformed input: .field, .sample
+        ├── InvalidInputTypeError     (also TypeError) a value of the wrong Python type
         ├── InputFileError            an input file is missing or unreadable
         ├── OutputFileError           an output cannot be written without destroying data
         ├── openrouter.OutputLockedError  another process writes the same output
@@ -86,6 +87,11 @@ class InvalidInputError(KimiReconError, ValueError):
         err = type(self).__new__(type(self))
         InvalidInputError.__init__(err, self.message, field=self.field, sample=sample)
         return err
+
+
+class InvalidInputTypeError(InvalidInputError, TypeError):
+    """A value of the wrong Python type (a float where an int belongs, a set where a list does, an object
+    JSON cannot write). Also a ``TypeError``, so ``except TypeError`` code written before it keeps working."""
 
 
 class InputFileError(InvalidInputError):

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ._arrow import ArrowMessages
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
 from .flags import Flag, flags_to_json
@@ -212,12 +213,30 @@ def _encode_prompt(
     messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None
 ) -> tuple[list[int], str]:
     """The prompt's ids and its text."""
+    if isinstance(messages, ArrowMessages):
+        return _encode_arrow_prompt(messages, options, tok, template)
     segments = _prompt_segments(messages, options)
     if segments is not None:
         return encode_segments(segments, tok, options.profile), "".join(s.text for s in segments)
     text = _render_prompt(messages, options, tok, template)
     # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
     return tok.encode_with_specials(text, frozenset(special_texts_in(text))), text
+
+
+def _encode_arrow_prompt(messages: ArrowMessages, options: RecordOptions, tok: KimiTokenizer, template: str | None) -> tuple[list[int], str]:
+    """The prompt of messages read from Arrow: without Arrow's nulls, refused when the nulls change its text
+    (a null the renderer refuses cannot be the original's: that form is not compared)."""
+    if messages.refusal is not None:
+        raise messages.refusal
+    ids, text = _encode_prompt(list(messages), options, tok, template)
+    if messages.nulls:
+        try:
+            with_nulls = _render_prompt(messages.with_nulls, options, tok, template)
+        except InvalidInputError:
+            return ids, text
+        if with_nulls != text:
+            raise messages.ambiguity()
+    return ids, text
 
 
 def build_training_sample(
