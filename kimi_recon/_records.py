@@ -16,7 +16,7 @@ from . import responses
 from ._arrow import arrow_value, check_batch, plain
 from ._io import open_input
 from .compare import Comparison, check_ids, compare_checked_ids
-from .errors import InvalidInputError, InvalidRecordError
+from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
 from .models import AssistantTurn
 from .reconstruct import Reconstruction, reconstruct_output_ids
@@ -225,6 +225,10 @@ def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
     """A tokenizer object as is; a source (None for the bundled one, a directory, a Hub id) loaded once per process."""
     if isinstance(tokenizer, KimiTokenizer):
         return tokenizer
+    if tokenizer is not None and not isinstance(tokenizer, (str, os.PathLike)):
+        raise InvalidInputTypeError(
+            f"must be a KimiTokenizer, a tokenizer directory or Hub id, or None, got {type(tokenizer).__name__}", field="tokenizer"
+        )
     return _tokenizer_from_source(None if tokenizer is None else os.fspath(tokenizer))
 
 

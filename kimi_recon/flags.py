@@ -67,6 +67,7 @@ class FlagCode(str, enum.Enum):
     PROMPT_TOKENS_MISMATCH = "prompt_tokens_mismatch"
     REASONING_TOKENS_MISMATCH = "reasoning_tokens_mismatch"
     PROMPT_TOKENS_UNCHECKED = "prompt_tokens_unchecked"
+    USAGE_FIGURE_UNREADABLE = "usage_figure_unreadable"  # severity: risk
     # the OpenRouter adapter (kimi_recon.openrouter)
     REPLACED_TOOL_CALL_ID = "replaced_tool_call_id"
     REASONING_NOT_RETURNED = "reasoning_not_returned"

@@ -23,7 +23,7 @@ from typing import Any
 
 import tiktoken
 
-from .errors import InvalidInputError, TokenizerLoadError, preview
+from .errors import InvalidInputError, InvalidInputTypeError, TokenizerLoadError, preview
 from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
 
 from .profiles import ChatProfile, get_profile
@@ -417,9 +417,20 @@ def load_tokenizer(source: object = None, *, verify_hash: bool = True, profile: 
     return _load_hf_object(source, verify_hash=verify_hash)
 
 
+def checked_tokenizer(tokenizer: object, field: str = "tokenizer") -> KimiTokenizer | None:
+    """``tokenizer`` when it is a :class:`KimiTokenizer` or None; any other object is an
+    :class:`~kimi_recon.errors.InvalidInputTypeError` naming ``field`` (load one with :func:`load_tokenizer`)."""
+    if tokenizer is None or isinstance(tokenizer, KimiTokenizer):
+        return tokenizer
+    raise InvalidInputTypeError(
+        f"must be a KimiTokenizer (see load_tokenizer) or None, got {type(tokenizer).__name__}", field=field
+    )
+
+
 def tokenizer_for_profile(tokenizer: KimiTokenizer | None, profile: str | ChatProfile) -> KimiTokenizer:
     """``tokenizer``, or the bundled one of ``profile`` when it is None or the bundled tokenizer of
     another table (so a default K2.5 tokenizer passed along a K3 pipeline decodes K3's names)."""
+    checked_tokenizer(tokenizer)
     if tokenizer is not None and tokenizer.source not in _BUNDLED_TABLES:
         return tokenizer
     table = get_profile(profile).special_tokens
