@@ -186,14 +186,22 @@ def _has_null(value: Any, depth: int = 0) -> bool:
 
 def plain(value: Any) -> Any:
     """``value`` with numpy arrays and scalars (how Ray hands over columns) made Python objects."""
+    try:
+        return _plain(value)
+    except RecursionError:
+        raise InvalidInputError("is nested too deeply to read", field="record") from None
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars (how Ray hands over columns) made Python objects."""
     if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [_plain(v) for v in value]
     if isinstance(value, (str, bytes, int, float, bool)) or value is None:
         return value
     tolist = getattr(value, "tolist", None)  # numpy ndarray or scalar; no numpy import needed
-    return plain(tolist()) if callable(tolist) else value
+    return _plain(tolist()) if callable(tolist) else value
 
 
 def check_batch(batch: object) -> tuple[list[str], int]:

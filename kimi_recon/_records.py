@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from ._arguments import instance_argument
 from . import responses
 from ._arrow import arrow_value, check_batch, plain
 from ._io import open_input
@@ -156,6 +157,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
     A line that is not UTF-8, not JSON, or not a JSON object gives an :class:`InvalidRecordError`
     in place of the record, so the caller can report it and go on.
     """
+    instance_argument(path, "path", (str, os.PathLike), "a JSONL path")
     for line_no, raw in _iter_lines(path):
         yield line_no, _parse_line(raw, line_no)
 
@@ -204,6 +206,7 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     the record's ``finish_reason`` (default ``"stop"``) and ``logprobs`` used where the response has none.
     Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
     """
+    instance_argument(rec, "record", Mapping, "a record object (a mapping)")
     field, response = response_of(rec)
     offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
     return responses.turn_from_response(
@@ -279,6 +282,7 @@ def reconstruct_record(
 
 def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
     """(key, response) of a record; a record with no response key but message-like keys is the response."""
+    instance_argument(rec, "record", Mapping, "a record object (a mapping)")
     found = _pick(rec, RESPONSE_KEYS)
     if found is not None:
         return found
@@ -324,6 +328,8 @@ def record_token_counts(
     A prompt that cannot be rendered leaves ``prompt_tokens`` unchecked (code ``prompt_tokens_unchecked``)
     rather than failing the record.
     """
+    instance_argument(rec, "record", Mapping, "a record object (a mapping)")
+    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn")
     usage = rec.get("usage")
     if not isinstance(usage, Mapping):
         usage = turn.metadata.get("usage")
@@ -397,6 +403,7 @@ def audit_row(
     The record is a row of an Arrow table, so its objects are read as such (:mod:`kimi_recon._arrow`): a
     response Arrow may have changed is an error row, messages that cannot be read back leave the usage
     check's ``prompt_tokens`` unchecked (flag ``prompt_tokens_unchecked``)."""
+    instance_argument(prefix, "prefix", str, "a string")
     if isinstance(record, Mapping):
         try:
             record = _arrow_record(record)
@@ -431,6 +438,7 @@ def audit_batch(
     Returns only the audit columns; ``datasets`` adds them to the batch, with Ray merge them yourself.
     """
     columns, n = check_batch(batch)
+    instance_argument(prefix, "prefix", str, "a string")
     out: dict[str, list[Any]] = {}
     for i in range(n):
         row = audit_row({c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix)

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ._arguments import instance_argument
 from .errors import InvalidInputError, preview
 from .profiles import ChatProfile
 from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry, registry_matching
@@ -37,6 +38,7 @@ def _tokenizer_and_registry(
     """The tokenizer (default: the bundled one of ``profile``) and the table to check against: ``registry``,
     else the profile's, else the one the tokenizer's own names agree with."""
     tok = checked_tokenizer(tokenizer) or load_tokenizer(profile=profile)
+    instance_argument(registry, "registry", SpecialTokenRegistry, "a SpecialTokenRegistry", none=True)
     if registry is not None:
         return tok, registry
     if profile is not None:

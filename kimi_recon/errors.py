@@ -41,6 +41,17 @@ def preview(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def as_text(value: object) -> str:
+    """``str(value)`` for a message or an id; a value nested too deeply to print (or whose ``str`` fails)
+    gives its :func:`preview` instead."""
+    if isinstance(value, str):
+        return value
+    try:
+        return str(value)
+    except Exception:  # RecursionError too
+        return preview(value)
+
+
 class KimiReconError(Exception):
     """Base class of every error kimi-recon raises on purpose."""
 
@@ -73,9 +84,9 @@ class InvalidInputError(KimiReconError, ValueError):
         self.sample = sample
         where = []
         if sample is not None:
-            where.append(f"sample {sample!r}")
+            where.append(f"sample {preview(sample, 1000)}")
         if field is not None:
-            where.append(f"field {field!r}")
+            where.append(f"field {preview(field, 1000)}")
         prefix = f"{', '.join(where)}: " if where else ""
         super().__init__(prefix + message)
         self.message = message
@@ -158,8 +169,8 @@ class ServerReportedError(KimiReconError):
         super().__init__(self._describe())
 
     def _describe(self) -> str:
-        where = f"prompt {self.prompt_id!r}: " if self.prompt_id is not None else ""
-        code = f" {self.code}" if self.code is not None else ""
+        where = f"prompt {preview(self.prompt_id, 1000)}: " if self.prompt_id is not None else ""
+        code = f" {preview(self.code, 1000)[1:-1] if isinstance(self.code, str) else preview(self.code, 1000)}" if self.code is not None else ""
         return f"{where}{self.reporter} {self.kind} error{code}: {self.message}"
 
     def fields(self) -> dict[str, Any]:

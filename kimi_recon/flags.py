@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .errors import InvalidInputError, preview
+from .errors import InvalidInputError, InvalidInputTypeError, preview
 
 __all__ = ["RENAMED_CODES", "Flag", "FlagCode", "flag_codes_text", "flags_from_json", "flags_to_json"]
 
@@ -141,13 +141,25 @@ class Flag:
         )
 
 
+def _checked_flags(flags: object) -> list[Flag]:
+    if isinstance(flags, (str, bytes, Mapping)) or not isinstance(flags, Iterable):
+        raise InvalidInputTypeError(f"must be a list of Flag objects, got {type(flags).__name__}", field="flags")
+    values = list(flags)
+    for i, flag in enumerate(values):
+        if not isinstance(flag, Flag):
+            raise InvalidInputTypeError(f"item {i} must be a Flag, got {type(flag).__name__}", field="flags")
+    return values
+
+
 def flags_to_json(flags: Iterable[Flag]) -> list[dict[str, Any]]:
     """The one serialised form of a list of flags: a list of :meth:`Flag.to_dict` objects."""
+    flags = _checked_flags(flags)
     return [f.to_dict() for f in flags]
 
 
 def flag_codes_text(flags: Iterable[Flag]) -> str:
     """The flat form for Arrow-typed columns (training rows, audit columns): the codes joined by commas."""
+    flags = _checked_flags(flags)
     return ",".join(f.code.value for f in flags)
 
 

@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidInputError, preview
+from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile
 
@@ -106,6 +106,8 @@ def parse_options(
 
     ``read`` lists the record keys a caller uses (reconstruction has no prompt, so it does not read
     ``tools`` or ``template_kwargs``); the keywords are checked whatever ``read`` says."""
+    if isinstance(read, (str, bytes)) or not isinstance(read, Collection):
+        raise InvalidInputTypeError(f"must be a collection of record keys, got {type(read).__name__}", field="read")
     own = record if record is not None else {}
     if not isinstance(own, Mapping):
         raise InvalidInputError(f"must be an object, got {type(own).__name__}", field="record", sample=sample)

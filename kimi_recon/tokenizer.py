@@ -23,6 +23,7 @@ from typing import Any
 
 import tiktoken
 
+from ._arguments import instance_argument
 from .errors import InvalidInputError, InvalidInputTypeError, TokenizerLoadError, preview
 from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
 
@@ -247,6 +248,12 @@ class KimiTokenizer:
         source: str = "",
         vocab_sha256: str | None = None,
     ) -> None:
+        instance_argument(encoding, "encoding", tiktoken.Encoding, "a tiktoken.Encoding (load a tokenizer with load_tokenizer)")
+        instance_argument(added_tokens, "added_tokens", Mapping, "a mapping of id to AddedToken", none=True)
+        instance_argument(chat_template, "chat_template", str, "a string", none=True)
+        instance_argument(model_config, "model_config", Mapping, "a mapping", none=True)
+        instance_argument(source, "source", str, "a string")
+        instance_argument(vocab_sha256, "vocab_sha256", str, "a string", none=True)
         self._encoding = encoding
         self.added_tokens: Mapping[int, AddedToken] = dict(added_tokens or {})
         self.chat_template = chat_template
@@ -488,6 +495,8 @@ def _rebuild(
 
 def load_tokenizer_dir(path: Path, *, verify_hash: bool = True) -> KimiTokenizer:
     """Load a Kimi tokenizer directory (tiktoken.model, tokenizer_config.json, optional template and config)."""
+    instance_argument(path, "path", (str, os.PathLike), "a tokenizer directory path")
+    path = Path(path)
     vocab_path = path / VOCAB_FILE
     config_path = path / CONFIG_FILE
     for required in (vocab_path, config_path):

@@ -8,7 +8,7 @@ from typing import Any
 
 from ._arrow import ArrowMessages
 from .chat_template import render_chat_template
-from .errors import InvalidInputError
+from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, flags_to_json
 from .models import AssistantTurn
 from .profiles import ChatProfile
@@ -90,6 +90,8 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
     The model numbers its calls across the whole conversation, so a new turn's first call is not 0.
     A ``tool_calls`` that is not a list (null, a string, an object) counts as none.
     """
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidInputTypeError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
     total = 0
     for message in messages:
         if isinstance(message, Mapping) and message.get("role") == "assistant":
