@@ -1,6 +1,6 @@
 """Reconstruction speed against its limits, in one run.
 
-    python benchmarks/run_all.py --quick     # CI: a few seconds, small corpus, prints the ratios
+    python benchmarks/run_all.py --quick     # CI: ~35-47 s on a quiet 2-core machine, small corpus, prints the ratios
     python benchmarks/run_all.py             # full: >= 20 MB of generated text
 
 Everything is measured on the fixed synthetic corpus of :mod:`benchmarks.corpus` and reported as

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from ._io import to_json_line
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
@@ -37,6 +38,7 @@ from ._records import (
     record_error,
     record_id,
 )
+from ._arguments import choice_argument
 from ._arrow import arrow_value, check_batch, plain
 from .errors import InvalidInputError
 from .flags import flag_codes_text
@@ -216,6 +218,10 @@ def batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> di
     return record
 
 
+#: Where :func:`sample_batch` reports the records it leaves out with ``error_rows="omit"``.
+_log = logging.getLogger("kimi_recon")
+
+
 def sample_batch(
     batch: Mapping[str, Any],
     tokenizer: TokenizerArg = None,
@@ -223,6 +229,7 @@ def sample_batch(
     profile: str = "kimi-k2.5",
     thinking: bool = True,
     template: str | None = None,
+    error_rows: Literal["keep", "omit"] = "keep",
 ) -> dict[str, list[Any]]:
     """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
 
@@ -241,8 +248,14 @@ def sample_batch(
     one key order, with one number type. Columns of objects (lists or numpy arrays, as ``datasets`` and Ray
     give them) are read as :mod:`kimi_recon._arrow` says: the filled nulls removed where that is exact, the
     record refused (a row error naming the field) where it is not. Raises :class:`InvalidInputError` only
-    for a batch that is not one (not a mapping of equal-length columns).
+    for a batch that is not one (not a mapping of equal-length columns) or a bad ``error_rows``.
+
+    ``error_rows="omit"`` leaves the failed records out of the result instead (the batch comes back
+    shorter; in ``datasets`` this needs ``remove_columns=ds.column_names``) and logs each one, its id and
+    why, as a warning on the ``kimi_recon`` logger: the written file then loads in SpecForge as it is,
+    which refuses a whole file for one empty row.
     """
+    choice_argument(error_rows, "error_rows", ("keep", "omit"))
     columns, n = check_batch(batch)
     tok = get_tokenizer(tokenizer)
     out: dict[str, list[Any]] = {column: [] for column in BATCH_COLUMNS}
@@ -255,6 +268,9 @@ def sample_batch(
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
             row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "token_counts": ""}
             error = str(_failure(i, None, rid, err).error)
+            if error_rows == "omit":
+                _log.warning("sample_batch left a failed record out (error_rows='omit'): %s", error)
+                continue
         for column in ROW_COLUMNS:
             out[column].append(row[column])
         out["error"].append(error)
