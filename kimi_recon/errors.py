@@ -171,7 +171,7 @@ class ServerReportedError(KimiReconError):
     def _describe(self) -> str:
         where = f"prompt {preview(self.prompt_id, 1000)}: " if self.prompt_id is not None else ""
         code = f" {preview(self.code, 1000)[1:-1] if isinstance(self.code, str) else preview(self.code, 1000)}" if self.code is not None else ""
-        return f"{where}{self.reporter} {self.kind} error{code}: {self.message}"
+        return f"{where}{self.reporter} {as_text(self.kind)} error{code}: {as_text(self.message)}"
 
     def fields(self) -> dict[str, Any]:
         """The constructor's arguments: ``type(err)(**err.fields())`` is an equal error."""

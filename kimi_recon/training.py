@@ -17,7 +17,7 @@ from .record_options import RecordOptions, parse_options
 from .responses import as_turn
 from .segments import Segment, encode_segments, surrogate_flag
 from .special_tokens import special_texts_in
-from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
+from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
 from .usage_check import TokenCounts
 
@@ -143,7 +143,7 @@ def _render_prompt(
         return "".join(s.text for s in segments)
     source = template if template is not None else prof.template_source()
     if source is None:
-        tok = tokenizer if tokenizer is not None else load_tokenizer()
+        tok = checked_tokenizer(tokenizer) or load_tokenizer()
         source = tok.chat_template
         if source is None:
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
