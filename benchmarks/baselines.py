@@ -15,7 +15,7 @@ message dict (what an API returned), like ``reconstruct_output_ids``:
     Correct except where the official encode differs from piecewise ``encode_ordinary``: special-token
     text inside a field, and the official 400k / 25k-run chunking.
 ``careful_chunked``
-    ``careful`` with each piece encoded by ``KimiTokenizer.encode(piece, allow_special=False)`` (the
+    ``careful`` with each piece encoded by ``KimiTokenizer.encode(piece, allowed_special=set())`` (the
     official chunking, restarted at every piece).
 """
 
@@ -133,7 +133,7 @@ def make_careful(enc: tiktoken.Encoding) -> Method:
 
 def make_careful_chunked(tok: KimiTokenizer) -> Method:
     def encode(text: str) -> list[int]:
-        return tok.encode(text, allow_special=False)
+        return tok.encode(text, allowed_special=set())
 
     return _make_careful(encode)
 

@@ -128,21 +128,25 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and IDEs (a test c
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
-        globals()[name] = value  # later lookups skip __getattr__
-        return value
-    if name in _MOVED:
-        module, new_name = _MOVED[name]
-        warnings.warn(
-            f"kimi_recon.{name} is no longer part of the top-level API; use kimi_recon.{module}.{new_name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(f".{module}", __name__), new_name)
-    raise AttributeError(f"module 'kimi_recon' has no attribute {name!r}")
+# Only at run time: seen by a type checker, a module __getattr__ makes every unknown name (a typo such as
+# kimi_recon.reconstruct_ouput_ids) an Any that passes `mypy --strict`; the names above are what it should see.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is not None:
+            value = getattr(importlib.import_module(f".{module}", __name__), name)
+            globals()[name] = value  # later lookups skip __getattr__
+            return value
+        if name in _MOVED:
+            module, new_name = _MOVED[name]
+            warnings.warn(
+                f"kimi_recon.{name} is no longer part of the top-level API; use kimi_recon.{module}.{new_name}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(f".{module}", __name__), new_name)
+        raise AttributeError(f"module 'kimi_recon' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

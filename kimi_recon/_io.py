@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO, Union
 
-from .errors import InputFileError, OutputFileError
+from .errors import InputFileError, InputFileNotFoundError, OutputFileError
 
 #: The path that means stdin (for an input) or stdout (for an output).
 STDIO = "-"
@@ -47,6 +47,17 @@ def is_stdio(path: PathArg) -> bool:
     return os.fspath(path) == STDIO
 
 
+def is_device(path: PathArg) -> bool:
+    """True when ``path`` exists and is neither a regular file nor a folder (``/dev/null``, a FIFO, a terminal)."""
+    if is_stdio(path):
+        return False
+    try:
+        mode = os.stat(os.fspath(path)).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def check_input(path: PathArg, field: str = "input") -> None:
     """Raise :class:`InputFileError` unless ``path`` is ``-`` or an existing, readable file."""
     if is_stdio(path):
@@ -55,7 +66,7 @@ def check_input(path: PathArg, field: str = "input") -> None:
     try:
         st = os.stat(name)
     except FileNotFoundError:
-        raise InputFileError(f"{name} does not exist", field=field) from None
+        raise InputFileNotFoundError(f"{name} does not exist", field=field) from None
     except OSError as err:
         raise InputFileError(f"{name} cannot be read: {err.strerror}", field=field) from None
     if stat.S_ISDIR(st.st_mode):
@@ -99,14 +110,144 @@ def refuse_output_is_input(output: PathArg, inputs: Iterable[PathArg], field: st
             )
 
 
+#: The longest line an input may have. A longer one (or an input with no newline, such as ``/dev/zero``)
+#: stops the read with an :class:`InputFileError` naming the line, instead of growing memory without bound.
+#: A 64 MiB record is far past any real response; raise it here if yours are larger.
+MAX_LINE_BYTES = 64 * 2**20
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_BOM = b"\xef\xbb\xbf"
+
+
+def _peek(f: BinaryIO, n: int) -> bytes:
+    peek = getattr(f, "peek", None)
+    return bytes(peek(n)[:n]) if peek is not None else b""
+
+
 @contextlib.contextmanager
-def open_input(path: PathArg) -> Iterator[BinaryIO]:
-    """The input's bytes: the file, or stdin for ``-`` (not closed afterwards)."""
-    if is_stdio(path):
-        yield sys.stdin.buffer
+def open_input(path: PathArg, field: str = "input") -> Iterator[BinaryIO]:
+    """The input's bytes: the file, or stdin for ``-`` (not closed afterwards).
+
+    gzip and zstandard data (told by its first bytes, not the file name) is decompressed as it is read;
+    zstandard needs the ``zstandard`` package."""
+    name = "stdin" if is_stdio(path) else os.fspath(path)
+    with contextlib.ExitStack() as stack:
+        if is_stdio(path):
+            raw: BinaryIO = sys.stdin.buffer
+        else:
+            try:
+                raw = stack.enter_context(open(name, "rb"))
+            except FileNotFoundError:
+                raise InputFileNotFoundError(f"{name} does not exist", field=field) from None
+            except IsADirectoryError:
+                raise InputFileError(f"{name} is a directory, not a file", field=field) from None
+            except OSError as err:
+                raise InputFileError(f"{name} cannot be read: {err.strerror}", field=field) from None
+        head = _peek(raw, 4)
+        if head.startswith(_GZIP_MAGIC):
+            import gzip
+
+            yield stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))  # type: ignore[misc]
+        elif head.startswith(_ZSTD_MAGIC):
+            try:
+                import zstandard  # type: ignore[import-not-found, unused-ignore]
+            except ImportError:
+                raise InputFileError(
+                    f"{name} is zstandard-compressed: pip install 'kimi-recon[zstd]', or decompress it first (zstd -d)", field=field
+                ) from None
+            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+            yield stack.enter_context(io.BufferedReader(reader))
+        else:
+            yield raw
+
+
+def read_lines(path: PathArg, field: str = "input") -> Iterator[bytes]:
+    """Every line of a (possibly compressed) input, blank ones included, a UTF-8 byte order mark at its
+    start removed. Each line is read with a bound (:data:`MAX_LINE_BYTES`); a longer one, or damaged
+    compressed data, raises :class:`InputFileError` naming the 1-based line, and so does a first non-blank
+    line that shows the file is not JSON Lines (:func:`refuse_non_jsonl`)."""
+    name = "stdin" if is_stdio(path) else os.fspath(path)
+    first = True
+    with open_input(path, field) as f:
+        line_no = 0
+        while True:
+            line_no += 1
+            try:
+                raw = f.readline(MAX_LINE_BYTES + 1)
+            except (OSError, EOFError, ValueError) as err:  # gzip.BadGzipFile, a cut .gz, zstd errors
+                raise InputFileError(f"{name} cannot be read at line {line_no}: {err}", field=field) from None
+            if not raw:
+                return
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputFileError(
+                    f"{name}: line {line_no} is longer than {MAX_LINE_BYTES} bytes (no newline found); "
+                    "is this a JSON Lines file?",
+                    field=field,
+                )
+            if line_no == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            if first and raw.strip():
+                refuse_non_jsonl(raw, line_no, path, field)
+                first = False
+            yield raw
+
+
+def refuse_non_jsonl(raw: bytes, line_no: int, path: PathArg, field: str = "input") -> None:
+    """Raise :class:`InputFileError` when the first non-blank line shows a whole file that is not JSON Lines:
+    a JSON array (on one line or spread over many) or pretty-printed JSON. Read on, such a file would give
+    one error per line and nothing compared; said once, it tells what to do."""
+    text = raw.strip().decode("utf-8", "replace")
+    name = "stdin" if os.fspath(path) == "-" else os.fspath(path)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        # What json.dumps(indent=...) and jq write: a lone bracket, or an array whose items run on after a comma.
+        # A record merely cut short (a truncated file) is left to be reported as that line's error.
+        if text == "[" or (text.startswith("[") and text.endswith(",")):
+            found = "a JSON array spread over several lines"
+        elif text == "{":
+            found = "pretty-printed JSON (an object spread over several lines)"
+        else:
+            return
+        jq_filter = "'.[]'" if text.startswith("[") else "."
+        raise InputFileError(
+            f"{name} holds {found}, starting at line {line_no}; kimi-recon reads JSON Lines, one object per line. "
+            f"Convert it first, e.g. jq -c {jq_filter} FILE > FILE.jsonl",
+            field=field,
+        ) from None
+    except RecursionError:
         return
-    with open(os.fspath(path), "rb") as f:
-        yield f
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):  # a dataset as one array
+        raise InputFileError(
+            f"{name}: line {line_no} is a JSON array, not an object; kimi-recon reads JSON Lines, "
+            "one object per line. If the array is the dataset, convert it first: jq -c '.[]' FILE > FILE.jsonl",
+            field=field,
+        )
+
+
+def read_whole(path: PathArg, field: str = "input") -> bytes:
+    """A small input read whole (a constants file, a chat template), with :data:`MAX_LINE_BYTES` as its bound
+    and a leading UTF-8 byte order mark dropped; longer raises :class:`InputFileError` (so ``/dev/zero`` ends)."""
+    with open_input(path, field) as f:
+        data = f.read(MAX_LINE_BYTES + 1)
+    if len(data) > MAX_LINE_BYTES:
+        name = "stdin" if is_stdio(path) else os.fspath(path)
+        raise InputFileError(f"{name} is longer than {MAX_LINE_BYTES} bytes; is it the right file?", field=field)
+    return data.removeprefix(_BOM)
+
+
+def count_records(path: PathArg) -> int | None:
+    """The number of non-blank lines of a regular file (for a progress bar's total); None for stdin,
+    a pipe or a device, and for a file that cannot be read through (the real read reports why)."""
+    if is_stdio(path):
+        return None
+    try:
+        if not stat.S_ISREG(os.stat(os.fspath(path)).st_mode):
+            return None
+        return sum(1 for raw in read_lines(path) if raw.strip())
+    except (OSError, InputFileError):
+        return None
 
 
 def _umask() -> int:
@@ -144,7 +285,8 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
 
     ``-`` is stdout. A symlink is followed (its target is replaced, the link kept). An existing output
     that is not a regular file (``/dev/null``, a FIFO) is written directly: there is no old content to
-    keep. A temporary ``.NAME.*.partial`` file may be left behind only by a kill -9 or a power cut.
+    keep. A temporary ``.NAME.HOST-PID.*.partial`` file may be left behind only by a kill -9 or a power cut;
+    the next write of the same output removes it (:func:`remove_stale_partials`).
     Lone surrogates are written as ``\\udXXX`` (see :data:`_ERRORS`).
     """
     if is_stdio(path):
@@ -165,7 +307,8 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
     folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         raise OutputFileError(f"the folder of {os.fspath(path)} does not exist", field=field)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".partial")
+    remove_stale_partials(target)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=_partial_prefix(target), suffix=".partial")
     try:
         os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8", errors=_ERRORS, newline="\n") as f:
@@ -178,6 +321,50 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
             os.unlink(tmp)
         raise
     _fsync_folder(folder)
+
+
+def _host() -> str:
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+
+def _partial_prefix(target: str) -> str:
+    # host and pid in the name say whose file it is, so a later run can tell a dead writer's from a live one's
+    return f".{os.path.basename(target)}.{_host()}-{os.getpid()}."
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # exists (another user's) or cannot be asked: keep its file
+    return True
+
+
+def remove_stale_partials(target: str) -> list[str]:
+    """Remove the temporary files of ``target`` left by writers on this host that no longer run (a kill -9,
+    a power cut); return their paths. Files of live processes, of other hosts (a shared folder) and of the
+    old naming (no host and pid) are left alone."""
+    folder, base = os.path.split(target)
+    pattern = re.compile(rf"\.{re.escape(base)}\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[^.]+\.partial")
+    removed: list[str] = []
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return removed
+    host = _host()
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None or m["host"] != host or _pid_alive(int(m["pid"])):
+            continue
+        path = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            removed.append(path)
+    return removed
 
 
 def _fsync_folder(folder: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, Union
 
 from . import responses
 from ._arguments import int_argument
+from ._io import count_records
 from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, flags_to_json
 from .record_options import OPTION_KEYS
@@ -45,7 +46,7 @@ _Item = tuple[int, Union[int, None], Any]
 @dataclass(frozen=True)
 class _Job:
     tokenizer: str | None
-    profile: str
+    profile: str | None  # None: each record's model id decides
     thinking: bool
     use_logprobs: bool
 
@@ -118,7 +119,7 @@ def _items(records: RecordsArg) -> Iterator[_Item]:
 
 #: Every key a record is read for; other keys (prompts, messages) are not sent to worker processes.
 _READ_KEYS = frozenset(
-    {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "thinking", "call_index_offset", "finish_reason", "logprobs",
+    {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "model", "thinking", "call_index_offset", "finish_reason", "logprobs",
      "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
      "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS}  # the usage check's
 )
@@ -201,10 +202,22 @@ def _stream(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def progress_disabled_by_env() -> bool:
+    """``TQDM_DISABLE`` set to anything but ``""``, ``0`` or ``false`` turns every progress bar off (as tqdm's own
+    environment settings would, had the bar not been given ``disable`` explicitly)."""
+    return os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def _progress_bar(records: RecordsArg, progress: bool | None, desc: str) -> Any:
     """A tqdm bar on stderr; a disabled one (whose methods do nothing) when not shown."""
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if progress is None else progress
-    total = len(records) if isinstance(records, Sized) and not isinstance(records, (str, bytes)) else None
+    if progress_disabled_by_env():
+        show = False
+    total = None
+    if show and isinstance(records, (str, os.PathLike)):
+        total = count_records(records)  # one cheap pass, so the bar has a total and an ETA
+    elif isinstance(records, Sized) and not isinstance(records, (str, bytes)):
+        total = len(records)
     return tqdm(total=total, unit="rec", desc=desc, file=sys.stderr, dynamic_ncols=True, disable=not show)

@@ -5,6 +5,7 @@ to one record (reconstruct, audit, the ``datasets``/Ray row functions). See :mod
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import os
@@ -15,13 +16,15 @@ from typing import Any, Union
 from ._arguments import instance_argument
 from . import responses
 from ._arrow import arrow_value, check_batch, plain
-from ._io import open_input
+from ._io import check_input, read_lines
 from .compare import Comparison, check_ids, compare_checked_ids
-from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError
+from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError, preview
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json
+from ._profile_check import ids_mismatch
 from .models import AssistantTurn
+from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
-from .record_options import arrow_tools, parse_options
+from .record_options import OPTION_KEYS, arrow_tools, parse_options
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 
@@ -88,6 +91,8 @@ class RecordResult:
     error: RecordError | None = None
     token_counts: TokenCounts | None = None
     provider: str | None = None
+    #: the profile the ids were rebuilt with (None when the record could not be read)
+    profile: str | None = None
 
     @property
     def kind(self) -> str:
@@ -126,6 +131,7 @@ class RecordResult:
             "error": self.error.to_dict() if self.error is not None else None,
             "provider": self.provider,
             "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
+            "profile": self.profile,
         }
 
     def to_row(self, prefix: str = "audit_") -> dict[str, Any]:
@@ -163,10 +169,10 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
 
 
 def _iter_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    with open_input(path) as f:  # "-" is stdin
-        for line_no, raw in enumerate(f, 1):
-            if raw.strip():
-                yield line_no, raw
+    check_input(path, "records")  # a missing file is an InputFileNotFoundError (a KimiReconError and a FileNotFoundError)
+    for line_no, raw in enumerate(read_lines(path, "records"), 1):  # "-" is stdin
+        if raw.strip():
+            yield line_no, raw
 
 
 def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidRecordError:
@@ -174,13 +180,19 @@ def _parse_line(raw: str | bytes, line: int | None) -> dict[str, Any] | InvalidR
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         value = json.loads(text)
     except UnicodeDecodeError as err:
-        return InvalidRecordError(f"is not UTF-8 ({err.reason} at byte {err.start})", field="line", line=line)
+        return InvalidRecordError(f"is not UTF-8 text ({err.reason} at byte {err.start})", line=line)
+    except json.JSONDecodeError as err:
+        return InvalidRecordError(
+            f"is not JSON ({err.msg}, column {err.colno}); the line starts {preview(err.doc.strip(), 60)}", line=line
+        )
     except ValueError as err:
-        return InvalidRecordError(f"is not JSON: {err}", field="line", line=line)
+        return InvalidRecordError(f"is not JSON: {err}", line=line)
     except RecursionError:
-        return InvalidRecordError("is nested too deeply to read", field="line", line=line)
+        return InvalidRecordError("is nested too deeply to read", line=line)
     if not isinstance(value, dict):
-        return InvalidRecordError(f"must be a JSON object, got {type(value).__name__}", field="line", line=line)
+        return InvalidRecordError(
+            f"must be a JSON object, found {type(value).__name__} {preview(value, 60)}", line=line
+        )
     return value
 
 
@@ -209,7 +221,7 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     instance_argument(rec, "record", Mapping, "a record object (a mapping)")
     field, response = response_of(rec)
     offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
-    return responses.turn_from_response(
+    turn = responses.turn_from_response(
         response,
         call_index_offset=offset,
         field=field,
@@ -217,6 +229,10 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
         logprobs=rec.get("logprobs"),
         lenient=True,
     )
+    model = rec.get("model")
+    if "model" not in turn.metadata and isinstance(model, str):  # a generate row names the model beside the response
+        turn = dataclasses.replace(turn, metadata={**turn.metadata, "model": model})
+    return turn
 
 
 @functools.lru_cache(maxsize=8)
@@ -239,9 +255,10 @@ def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
 _RECONSTRUCT_OPTIONS = ("profile", "thinking", "call_index_offset")
 
 
-def _options(record: Mapping[str, Any], profile: str, thinking: bool) -> tuple[str, bool, int]:
-    """The record's profile, thinking and call_index_offset, read by :func:`kimi_recon.record_options.parse_options`."""
-    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS)
+def _options(record: Mapping[str, Any], profile: str | None, thinking: bool, model: object = None) -> tuple[str, bool, int]:
+    """The record's profile (no profile anywhere: the ``model`` id's), thinking and call_index_offset, read by
+    :func:`kimi_recon.record_options.parse_options`."""
+    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
     return options.profile.name, options.thinking, options.call_index_offset or 0
 
 
@@ -262,7 +279,7 @@ def reconstruct_record(
     record: Mapping[str, Any] | str | bytes,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
 ) -> Reconstruction:
@@ -270,7 +287,8 @@ def reconstruct_record(
 
     The response is looked for under :data:`RESPONSE_KEYS`; a record with none of them is taken to be
     the response itself (a chat completion, a choice or an assistant message). The record's own
-    ``profile``, ``thinking`` and ``call_index_offset`` win over the arguments. Raises
+    ``profile``, ``thinking`` and ``call_index_offset`` win over the arguments; with no profile at all, the
+    response's (or the record's) ``model`` id decides, ``kimi-k2.5`` when it names none. Raises
     :class:`InvalidInputError` naming the field and the record's ``id``.
     """
     rec = _as_record(record, None)
@@ -288,20 +306,40 @@ def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
         return found
     if "choices" in rec or any(k in rec for k in responses.MESSAGE_FIELDS):
         return "response", rec
-    raise InvalidInputError(f"is missing: a record needs one of {', '.join(RESPONSE_KEYS)}", field=RESPONSE_KEYS[0])
+    raise missing_field(rec, RESPONSE_KEYS)
+
+
+#: Every key a record is read for (anything else in a record may be a misspelling of one of them).
+_KNOWN_KEYS = frozenset(
+    {*RESPONSE_KEYS, *REFERENCE_KEYS, *OPTION_KEYS, "id", "model", "messages", "finish_reason", "logprobs", "usage",
+     "provider", "prompt_ids", "choices", "role", *responses.MESSAGE_FIELDS}
+)
+
+
+def missing_field(rec: Mapping[str, Any], keys: Sequence[str]) -> InvalidInputError:
+    """The error for a record with none of ``keys``, saying which of its own keys looks like a misspelt one."""
+    need = keys[0] if len(keys) == 1 else f"one of {', '.join(keys)}"
+    own = [k for k in rec if isinstance(k, str)]
+    unknown = [k for k in own if k not in _KNOWN_KEYS]  # a key read as something else is no misspelling
+    guesses = [(k, difflib.get_close_matches(k.lower(), keys, n=1, cutoff=0.6)) for k in unknown]
+    # a prefix counts as well ("resp" for "response", "ref" for "reference_ids")
+    guesses += [(k, [w]) for k in unknown for w in keys if len(k) >= 3 and w.startswith(k.lower())]
+    hint = next((f"; did you mean {found[0]!r} (the record has {key!r})?" for key, found in guesses if found), "")
+    present = f" (it has: {', '.join(sorted(own)[:8])}{' …' if len(own) > 8 else ''})" if own and not hint else ""
+    return InvalidInputError(f"is missing: a record needs {need}{hint}{present}", field=keys[0])
 
 
 def _reconstruct(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool
 ) -> tuple[AssistantTurn, Reconstruction]:
     """The record's turn and its reconstruction, without the usage check (which may render the prompt)."""
     turn = turn_of_record(rec)
-    prof, think, offset = _options(rec, profile, thinking)
+    prof, think, offset = _options(rec, profile, thinking, turn.metadata.get("model"))
     return turn, reconstruct_output_ids(turn, tok, prof, think, call_index_offset=offset, use_logprobs=use_logprobs)
 
 
 def _reconstruct_checked(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str, thinking: bool, use_logprobs: bool
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool
 ) -> tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]:
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
     turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs)
@@ -357,7 +395,7 @@ def audit_record(
     record: Mapping[str, Any] | str | bytes,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     index: int = 0,
@@ -378,22 +416,25 @@ def audit_record(
         response_of(rec)
         ref_found = _pick(rec, REFERENCE_KEYS)
         if ref_found is None:
-            raise InvalidInputError(f"is missing: a record needs one of {', '.join(REFERENCE_KEYS)}", field=REFERENCE_KEYS[0])
+            raise missing_field(rec, REFERENCE_KEYS)
         reference = check_ids(ref_found[1], tok, ref_found[0])
         recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs)
+        wrong_format = ids_mismatch(get_profile(recon.profile), reference, ref_found[0])
+        if wrong_format is not None:
+            flags = (wrong_format, *flags)
         # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
         comparison = compare_checked_ids(reference, recon.ids, tokenizer_for_profile(tok, recon.profile))
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         error = record_error(index, line, rid, err)
         return RecordResult(index, error.line, rid, error=error)
-    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider)
+    return RecordResult(index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider, profile=recon.profile)
 
 
 def audit_row(
     record: Mapping[str, Any],
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     prefix: str = "audit_",
@@ -424,21 +465,41 @@ def _arrow_record(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def batch_indices(
+    tokenizer: TokenizerArg | Sequence[int], indices: Sequence[int] | None, n: int
+) -> tuple[TokenizerArg, list[int] | None]:
+    """The tokenizer and the dataset indices of a batch's ``n`` rows. ``datasets.map(..., with_indices=True)``
+    passes the indices as the second argument, where the tokenizer goes: a list of ints there is taken for them."""
+    if hasattr(tokenizer, "tolist") or (isinstance(tokenizer, Sequence) and not isinstance(tokenizer, str)):
+        if indices is not None:
+            raise InvalidInputError("are given twice: as the second argument and as indices=", field="indices")
+        indices, tokenizer = tokenizer.tolist() if hasattr(tokenizer, "tolist") else tokenizer, None  # type: ignore[union-attr]
+    if indices is None:
+        return tokenizer, None
+    plain = [int(i) for i in indices]
+    if len(plain) != n:
+        raise InvalidInputError(f"has {len(plain)} entries for a batch of {n} rows", field="indices")
+    return tokenizer, plain
+
+
 def audit_batch(
     batch: Mapping[str, Sequence[Any]],
-    tokenizer: TokenizerArg = None,
+    tokenizer: TokenizerArg | Sequence[int] = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     prefix: str = "audit_",
 ) -> dict[str, list[Any]]:
     """Column-wise :func:`audit_row` over a batch (``dataset.map(audit_batch, batched=True)``, Ray ``map_batches``).
 
-    Returns only the audit columns; ``datasets`` adds them to the batch, with Ray merge them yourself.
+    Returns only the audit columns; ``datasets`` adds them to the batch, with Ray merge them yourself. A row's
+    columns stay beside its record, so they name no place; ``with_indices=True`` is accepted (see
+    :func:`~kimi_recon.sample_batch`).
     """
     columns, n = check_batch(batch)
     instance_argument(prefix, "prefix", str, "a string")
+    tokenizer, _ = batch_indices(tokenizer, None, n)
     out: dict[str, list[Any]] = {}
     for i in range(n):
         row = audit_row({c: batch[c][i] for c in columns}, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, prefix=prefix)

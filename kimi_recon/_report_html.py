@@ -86,6 +86,8 @@ ID_CHARS: Final = 120
 MESSAGE_CHARS: Final = 400
 DETAIL_CHARS: Final = 600
 TOKEN_CHARS: Final = 80
+#: The most characters of one value :func:`esc` writes: the last guard, for a value no section clipped.
+ESC_CHARS: Final = 2 * DETAIL_CHARS
 #: Flags shown on one record (a record has a handful; the JSON has them all).
 FLAGS_SHOWN: Final = 20
 #: Rows of the unreadable-records table (the JSON's ``errors`` are already capped by the audit).
@@ -98,8 +100,9 @@ Report = Mapping[str, Any]
 
 
 def esc(value: object) -> str:
-    """HTML-escaped text (quotes too), with lone surrogates made ``\\udXXX`` so the page is valid UTF-8."""
-    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    """HTML-escaped text (quotes too), with lone surrogates made ``\\udXXX`` so the page is valid UTF-8, and
+    cut to :data:`ESC_CHARS` whatever the caller clipped (so no data string reaches the page whole)."""
+    text = clip(str(value), ESC_CHARS).encode("utf-8", "backslashreplace").decode("utf-8")
     return html.escape(text, quote=True)
 
 
@@ -119,7 +122,10 @@ def figure(path: Sequence[str | int], value: Any, fmt: Callable[[Any], str] = fm
     """A figure read from the report at ``path``, tagged with that path (JSON list) for checking."""
     kind = "pct" if fmt is fmt_pct else "int"
     klass = f' class="{cls}"' if cls else ""
-    return f'<{tag}{klass} data-key="{esc(json.dumps(list(path)))}" data-format="{kind}">{esc(fmt(value))}</{tag}>'
+    if any(isinstance(part, str) and len(part) > ID_CHARS for part in path):
+        # a path through a data string (a provider name) would carry that string whole, unclipped
+        return f'<{tag}{klass} data-format="{kind}">{esc(fmt(value))}</{tag}>'
+    return f'<{tag}{klass} data-key="{html.escape(json.dumps(list(path)), quote=True)}" data-format="{kind}">{esc(fmt(value))}</{tag}>'
 
 
 def table(headers: Sequence[tuple[str, str]], rows: Iterable[Sequence[str]], cls: str = "") -> str:
@@ -141,8 +147,11 @@ def swatch(color: str) -> str:
     return f'<span class="sw" style="background:{color}"></span>'
 
 
-def anchor(record: Mapping[str, Any]) -> str:
-    return f"rec-{int(record['index'])}"
+def anchor(record: Mapping[str, Any], id_key: str = "id") -> str:
+    """The record's place as the text says it (``line-12``, ``record-3``: the 0-based index of an iterable), so
+    ``report.html#line-12`` is the record the summary calls line 12."""
+    line = record.get("line")
+    return f"line-{int(line)}" if line is not None else f"record-{int(record['index'])}"
 
 
 def where(record: Mapping[str, Any], id_key: str = "id") -> str:
@@ -294,7 +303,7 @@ def section_errors(report: Report) -> str:
     errors: Sequence[Mapping[str, Any]] = report.get("errors", [])[:ERROR_ROWS]
     rows = [
         [
-            f'<span id="err-{int(e["index"])}">{where(e, "record_id")}</span>',
+            f'<span id="err-{anchor(e)}">{where(e, "record_id")}</span>',
             f"<code>{esc(clip(str(e['field']), ID_CHARS))}</code>" if e.get("field") else "",
             f"<bdi>{esc(clip(str(e.get('message', '')), MESSAGE_CHARS))}</bdi>",
             f"<code>{esc(clip(str(e.get('error_type', '')), ID_CHARS))}</code>",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._io import SURROGATE, atomic_output, is_stdio
+from ._io import SURROGATE, atomic_output, is_device, is_stdio
 from .errors import OutputFileError
 
 if TYPE_CHECKING:
@@ -15,15 +16,29 @@ if TYPE_CHECKING:
 
 
 def check_distinct_outputs(outputs: Sequence[tuple[str, str | os.PathLike[str] | None]]) -> None:
-    """Refuse, before any work, two reports written to one file (or both to stdout)."""
-    seen: dict[str, str] = {}
+    """Refuse, before any work, two outputs written to one file (or both to stdout): the same path, a
+    symlink to it, or a hard link (same device and inode). Devices such as ``/dev/null`` may be shared."""
+    seen: dict[object, str] = {}
     for option, path in outputs:
-        if path is None:
+        if path is None or is_device(path):
             continue
-        key = "-" if is_stdio(path) else os.path.realpath(os.fspath(path))
-        if key in seen:
-            raise OutputFileError(f"{os.fspath(path)} is also the {seen[key]} report's file; give each report its own", field=option)
-        seen[key] = option
+        keys: list[object] = ["-"] if is_stdio(path) else [os.path.realpath(os.fspath(path))]
+        with contextlib.suppress(OSError):
+            if not is_stdio(path):
+                st = os.stat(os.fspath(path))
+                keys.append((st.st_dev, st.st_ino))
+        for key in keys:
+            if key in seen:
+                raise OutputFileError(
+                    f"{os.fspath(path)} is also the {seen[key]} {_what(seen[key])}; writing both would lose one. Give each its own",
+                    field=option,
+                )
+        for key in keys:
+            seen[key] = option
+
+
+def _what(option: str) -> str:
+    return "report's file" if option in ("--json", "--html") else "file"
 
 
 def report_html(report: DatasetAudit) -> str:

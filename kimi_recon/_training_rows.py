@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 from ._io import to_json_line
+from ._terminal import terminal_safe
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
 from ._records import (
     RESPONSE_KEYS,
@@ -35,6 +36,7 @@ from ._records import (
     TokenizerArg,
     _as_record,
     get_tokenizer,
+    batch_indices,
     record_error,
     record_id,
 )
@@ -53,6 +55,7 @@ __all__ = [
     "SampleResult",
     "WriteSummary",
     "build_samples",
+    "default_errors_path",
     "errors_path_for",
     "sample_batch",
     "training_row",
@@ -89,7 +92,7 @@ def training_row(
     record: Mapping[str, Any],
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
 ) -> dict[str, Any]:
@@ -137,7 +140,7 @@ def sample_result(
     record: object,
     tok: KimiTokenizer,
     *,
-    profile: str,
+    profile: str | None,
     thinking: bool,
     template: str | None = None,
     index: int = 0,
@@ -170,7 +173,7 @@ def build_samples(
     records: RecordsArg,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
     workers: int | None = 1,
@@ -182,7 +185,8 @@ def build_samples(
     ``workers`` > 1 (None or 0: all cores) spreads chunks of ``chunk_size`` records over a process pool
     with the tokenizer loaded once per worker; the results are the same as with one worker.
     """
-    get_profile(profile)
+    if profile is not None:
+        get_profile(profile)
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, True)
@@ -224,12 +228,13 @@ _log = logging.getLogger("kimi_recon")
 
 def sample_batch(
     batch: Mapping[str, Any],
-    tokenizer: TokenizerArg = None,
+    tokenizer: TokenizerArg | Sequence[int] = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
     error_rows: Literal["keep", "omit"] = "keep",
+    indices: Sequence[int] | None = None,
 ) -> dict[str, list[Any]]:
     """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
 
@@ -242,6 +247,11 @@ def sample_batch(
 
         ds.map(sample_batch, batched=True, num_proc=8, remove_columns=ds.column_names)   # datasets
         ray_ds.map_batches(sample_batch)                                                 # Ray Data
+
+    An error names the record by its place: ``indices`` are the dataset's indices of the batch's rows (with
+    ``ds.map(sample_batch, batched=True, with_indices=True)`` datasets passes them as the second argument,
+    which is taken for them), else the row's place in this batch is said as such (``batch row 3``), since
+    a batch does not know where it starts.
 
     Each row equals :func:`training_row` of the record. Keep nested data as JSON text when it passes
     through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none), in
@@ -257,6 +267,7 @@ def sample_batch(
     """
     choice_argument(error_rows, "error_rows", ("keep", "omit"))
     columns, n = check_batch(batch)
+    tokenizer, indices = batch_indices(tokenizer, indices, n)
     tok = get_tokenizer(tokenizer)
     out: dict[str, list[Any]] = {column: [] for column in BATCH_COLUMNS}
     for i in range(n):
@@ -267,7 +278,10 @@ def sample_batch(
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
             row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "token_counts": ""}
-            error = str(_failure(i, None, rid, err).error)
+            failure = _failure(i if indices is None else indices[i], None, rid, err).error
+            assert failure is not None
+            place = failure.where() if indices is not None else f"batch row {i}" + (f" (id {rid!r})" if rid is not None else "")
+            error = place + str(failure)[len(failure.where()) :]
             if error_rows == "omit":
                 _log.warning("sample_batch left a failed record out (error_rows='omit'): %s", error)
                 continue
@@ -284,6 +298,14 @@ def errors_path_for(output: str) -> str:
     """Where the failed records of ``output`` go: ``OUT.errors.jsonl`` next to it (``samples.jsonl`` ->
     ``samples.errors.jsonl``)."""
     return output.removesuffix(".jsonl") + ".errors.jsonl"
+
+
+def default_errors_path(output: str) -> str | None:
+    """The errors file written when none is given: :func:`errors_path_for`, or None (failures go to stderr)
+    when ``output`` is stdout or a device such as ``/dev/null``, next to which no file belongs."""
+    from ._io import is_device, is_stdio
+
+    return None if is_stdio(output) or is_device(output) else errors_path_for(output)
 
 
 @dataclass(frozen=True)
@@ -315,7 +337,7 @@ def _write_results(results: Iterable[SampleResult], out: TextIO, errors: TextIO 
         if errors is not None:
             errors.write(_json_line(result.error_row()))
         else:
-            print(f"error: {result.error}", file=stderr)
+            print(terminal_safe(f"error: {result.error}"), file=stderr)  # ids and messages come from the data
     return rows, failed
 
 
@@ -337,8 +359,8 @@ def write_training_rows(
     from ._io import atomic_output, is_stdio
 
     err_stream = stderr if stderr is not None else sys.stderr
-    if errors_output is None and not is_stdio(output):
-        errors_output = errors_path_for(output)
+    if errors_output is None:
+        errors_output = default_errors_path(output)
     with atomic_output(output, "--output") as out:
         if errors_output is None:
             rows, failed = _write_results(results, out, None, err_stream)

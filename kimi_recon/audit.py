@@ -15,7 +15,7 @@ from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 
 @dataclass(frozen=True)
 class TokenCheckReport:
-    """What an audit checked and what it found. ``ok`` is True when ``problems`` is empty."""
+    """What an audit checked and what it found. ``ok`` (and ``bool(report)``) is True when ``problems`` is empty."""
 
     subject: str
     checked: int
@@ -25,6 +25,10 @@ class TokenCheckReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def __bool__(self) -> bool:
+        # ``assert check_token_ids(...)`` must fail on the wrong constant; a dataclass is otherwise always true
+        return self.ok
 
     def __str__(self) -> str:
         head = f"{self.subject}: {self.checked} checked, " + ("OK" if self.ok else f"{len(self.problems)} problem(s)")

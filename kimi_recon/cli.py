@@ -1,4 +1,7 @@
-"""The ``kimi-recon`` command line. Heavy modules are imported inside each command, so ``--help`` is fast."""
+"""The ``kimi-recon`` command line.
+
+Heavy modules are imported inside each command, so ``--help`` is fast (this docstring is not the help text:
+:data:`DESCRIPTION` is)."""
 
 from __future__ import annotations
 
@@ -7,10 +10,15 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._io import atomic_output, check_input, is_stdio, open_input, refuse_output_is_input, to_json_line
+from ._io import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
+from ._terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
+
+if TYPE_CHECKING:
+    from ._training_rows import WriteSummary
+    from .dataset import DatasetAudit
 
 
 def _tokenizer(args: argparse.Namespace) -> Any:
@@ -27,40 +35,45 @@ def cmd_audit_tokens(args: argparse.Namespace) -> int:
     tok = _tokenizer(args)
     reports = [check_special_tokens(tok, profile=args.profile)]
     if args.constants:
-        with open_input(args.constants) as f:
-            try:
-                constants = json.load(f)
-            except (ValueError, RecursionError) as err:
-                raise InputFileError(f"{args.constants} is not JSON: {err}", field="--constants") from None
+        data = read_whole(args.constants, "--constants")
+        try:
+            constants = json.loads(data)
+        except (ValueError, RecursionError) as err:
+            raise InputFileError(f"{args.constants} is not JSON: {err}", field="--constants") from None
         if not isinstance(constants, dict):
-            raise KimiReconError(f"{args.constants} must hold a JSON object of NAME: id")
+            raise InputFileError(f"{args.constants} must hold a JSON object of NAME: id, found {type(constants).__name__}", field="--constants")
         reports.append(check_token_ids(constants, tok, profile=args.profile))
     for report in reports:
-        print(report)
+        if not (args.quiet and report.ok):
+            print(terminal_safe(str(report)))
     return 0 if all(r.ok for r in reports) else 1
 
 
 def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | None]]) -> None:
-    """Inputs exist and are readable, and no output is the input: checked before any output is opened."""
+    """Inputs exist and are readable, no output is the input, and no two outputs are one file: checked
+    before any output is opened."""
+    from ._report_io import check_distinct_outputs
+
     check_input(args.input)
     for option, path in outputs:
         if path is not None:
             refuse_output_is_input(path, [args.input], field=option)
+    check_distinct_outputs(outputs)
 
 
-def _write_rows(path: str, rows: Iterator[dict[str, Any]], what: str) -> int:
+def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: str) -> int:
     """Write one JSON row per input record (errors included, as rows with an ``error``); exit 1 if any failed.
 
     The rows go to a temporary file renamed over ``path`` only once every record is written.
     """
     done = failed = 0
-    with atomic_output(path) as out:
+    with atomic_output(args.output) as out:
         for row in rows:
             failed += row.get("error") is not None
             done += 1
             # a lone surrogate (from a "\\ud800" escape in the input) is written as that escape by atomic_output
             out.write(to_json_line(row) + "\n")
-    print(f"{what} {done - failed} of {done} records; {failed} recorded as errors", file=sys.stderr)
+    _info(args, f"{what} {done - failed} of {done} records; {failed} recorded as errors")
     return 1 if failed else 0
 
 
@@ -69,16 +82,22 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
 
     _check_files(args, [("--output", args.output)])
     results = reconstruct_records(
-        args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=None
+        args.input, args.tokenizer, profile=args.profile, thinking=not args.no_thinking, workers=args.workers, progress=_progress(args)
     )
-    return _write_rows(args.output, (r.to_dict() for r in results), "reconstructed")
+    return _write_rows(args, (r.to_dict() for r in results), "reconstructed")
 
 
 def _training_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    from ._training_rows import errors_path_for
+    from ._training_rows import default_errors_path
 
-    errors = args.errors if args.errors is not None or is_stdio(args.output) else errors_path_for(args.output)
+    errors = args.errors if args.errors is not None else default_errors_path(args.output)
     return [("--output", args.output), ("--errors", errors)]
+
+
+def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: str) -> int:
+    if summary.errors or not args.quiet:
+        print(terminal_safe(summary.line(command)), file=sys.stderr)
+    return 1 if summary.errors else 0
 
 
 def cmd_build_samples(args: argparse.Namespace) -> int:
@@ -88,8 +107,10 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
     template = None
     if args.chat_template is not None:
         check_input(args.chat_template, "--chat-template")
-        with open(args.chat_template, encoding="utf-8") as f:  # read before the output is touched
-            template = f.read()
+        try:  # read before the output is touched
+            template = read_whole(args.chat_template, "--chat-template").decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputFileError(f"{args.chat_template} is not UTF-8 text ({err.reason} at byte {err.start})", field="--chat-template") from None
     results = build_samples(
         args.input,
         args.tokenizer,
@@ -97,11 +118,9 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
         thinking=not args.no_thinking,
         template=template,
         workers=args.workers,
-        progress=None,
+        progress=_progress(args),
     )
-    summary = write_training_rows(results, args.output, args.errors)
-    print(summary.line("build-samples"), file=sys.stderr)
-    return 1 if summary.errors else 0
+    return _training_summary(args, write_training_rows(results, args.output, args.errors), "build-samples")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -109,21 +128,42 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .openrouter.export import export_rows
 
     _check_files(args, _training_outputs(args))
-    results = export_rows(args.input, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated)
-    summary = write_training_rows(results, args.output, args.errors)
-    print(summary.line("export"), file=sys.stderr)
-    return 1 if summary.errors else 0
+    results = export_rows(
+        args.input, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated, tokenizer=_tokenizer(args)
+    )
+    return _training_summary(args, write_training_rows(results, args.output, args.errors), "export")
+
+
+def _audit_failures(args: argparse.Namespace, report: DatasetAudit) -> list[str]:
+    """Why the audit fails, one reason a line (empty when it passes). See AUDIT_HELP's exit status."""
+    failures = []
+    readable = f"{report.compared} of {report.total} records compared, {report.error_count} unreadable"
+    if report.compared == 0:
+        hint = " (the file is empty)" if report.total == 0 else " (see the errors above: wrong field names? a file of raw responses without reference_ids?)"
+        failures.append(f"nothing was compared: {readable}{hint}")
+    # The bundled sample holds one unreadable line on purpose (to show how errors are reported).
+    allow = args.allow_errors or (args.sample and args.max_errors is None)
+    max_errors = None if allow else (args.max_errors or 0)
+    if max_errors is not None and report.error_count > max_errors and report.compared:
+        allowed = "--max-errors " + str(max_errors) if args.max_errors is not None else "none allowed; --allow-errors or --max-errors N to accept some"
+        failures.append(f"{report.error_count} record{'s' if report.error_count != 1 else ''} could not be read ({allowed})")
+    # Unreadable records count against the rates: 1 exact record of 10 lines is 10%, not "1/1".
+    if args.min_exact is not None and report.exact_rate_of_all < args.min_exact:
+        failures.append(f"exact rate {report.exact_rate_of_all:.4f} ({report.exact_count} of {report.total} records, {report.error_count} unreadable) is below --min-exact {args.min_exact}")
+    benign_of_all = report.benign_count / report.total if report.total else 0.0
+    if args.min_benign is not None and benign_of_all < args.min_benign:
+        failures.append(f"exact + benign rate {benign_of_all:.4f} ({report.benign_count} of {report.total} records, {report.error_count} unreadable) is below --min-benign {args.min_benign}")
+    return failures
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ._report_io import check_distinct_outputs, write_reports
+    from ._report_io import write_reports
     from .dataset import audit_dataset
 
     args.input = _audit_input(args)
     if args.html_examples < 0:
         raise InvalidInputError(f"must be 0 or more, got {args.html_examples}", field="--html-examples")
     _check_files(args, [("--json", args.json), ("--html", args.html)])
-    check_distinct_outputs([("--json", args.json), ("--html", args.html)])
     report = audit_dataset(
         args.input,
         _tokenizer(args),
@@ -131,30 +171,28 @@ def cmd_audit(args: argparse.Namespace) -> int:
         thinking=not args.no_thinking,
         workers=args.workers,
         worst=args.html_examples,
+        examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
+        progress=_progress(args),
     )
     # With --json - (or --html -), stdout carries that report alone and the readable summary goes to stderr.
     to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
-    print(report.summary(), file=sys.stderr if to_stdout else sys.stdout)
+    if not args.quiet:
+        print(terminal_safe(report.summary(examples=args.examples)), file=sys.stderr if to_stdout else sys.stdout)
     write_reports(report, json_path=args.json, html_path=args.html)
     for path in (args.json, args.html):
         if path is not None and not is_stdio(path):
-            print(f"wrote {path}", file=sys.stderr)
-    # Unreadable records count against the rate: 1 exact record of 10 lines is 10%, not "1/1".
-    if args.min_exact is not None and report.exact_rate_of_all < args.min_exact:
-        print(
-            f"FAIL: exact rate {report.exact_rate_of_all:.4f} ({report.exact_count} of {report.total} records, "
-            f"{report.error_count} unreadable) is below --min-exact {args.min_exact}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+            _info(args, f"wrote {path}")
+    failures = _audit_failures(args, report)
+    for reason in failures:
+        print(terminal_safe(f"FAIL: {reason}"), file=sys.stderr)
+    return 1 if failures else 0
 
 
 def cmd_export_tokenizer(args: argparse.Namespace) -> int:
     from .fast_tokenizer import export_tokenizer
 
     result = export_tokenizer(args.directory, args.profile, _tokenizer(args), overwrite=args.overwrite)
-    print(f"wrote {', '.join(p.name for p in result.files)} ({result.profile}) to {result.directory}", file=sys.stderr)
+    _info(args, f"wrote {', '.join(p.name for p in result.files)} ({result.profile}) to {result.directory}")
     return 0
 
 
@@ -190,55 +228,189 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+DESCRIPTION = """\
+Rebuild the exact token ids a Moonshot Kimi model generated from the text an OpenAI-compatible API
+returned, check them against reference ids, and write training rows.
+
+Inputs are JSON Lines: one JSON object per line (.gz and .zst files are read as they are; - is stdin).
+Run `kimi-recon COMMAND --help` for a command's record format and an example.
+"""
+
+#: What a record may hold, shared by the commands that read responses.
+RECORD_RESPONSE = """\
+  "response"   the API's answer: a whole chat completion, one of its choices, or the assistant
+               message itself (also accepted under "turn" or "message"; a line with none of these
+               keys is taken to be the response)
+  "id"         optional, any string or integer; named in errors and reports"""
+
+#: The options any record may set.
+RECORD_OPTIONS = """\
+  "profile", "thinking"   optional, override --profile / --no-thinking for this record"""
+
+AUDIT_HELP = f"""\
+Rebuild each record's output ids from its response and compare them with the ids the model really
+generated. Prints a summary (exact, benign, not benign, errors, worst examples) and optionally writes
+the full report as JSON and as one HTML page.
+
+Each input line is a JSON object:
+{RECORD_RESPONSE}
+  "reference_ids"  the ids the model generated (also "output_ids" or "reference")
+{RECORD_OPTIONS}
+  "usage", "provider", "messages"   optional: the server's token counts are checked when present
+
+Exit status: 0 passed; 1 a record could not be read (unless --allow-errors or within --max-errors),
+nothing was compared, or a --min-exact / --min-benign threshold was missed; 2 bad usage or an
+unreadable file; 130 interrupted.
+
+Example:
+  kimi-recon audit data.jsonl --min-exact 0.99 --json report.json --html report.html
+  kimi-recon audit --sample              # the bundled sample of official K2.5 conversations
+"""
+
+RECONSTRUCT_HELP = f"""\
+Rebuild the output ids of each record's response and write one JSON row per input record:
+{{"index", "line", "id", "output_ids", "source", "flags", "token_counts", "error"}}. A record that
+cannot be read gets a row with "error" (naming its line) and null "output_ids"; nothing is dropped.
+
+Each input line is a JSON object:
+{RECORD_RESPONSE}
+{RECORD_OPTIONS}
+
+Exit status: 0 every record rebuilt; 1 some rows hold an error; 2 bad usage or an unreadable file.
+
+Example:
+  kimi-recon reconstruct responses.jsonl -o ids.jsonl --profile kimi-k2.6
+"""
+
+BUILD_SAMPLES_HELP = f"""\
+Write one training row {{"id", "input_ids", "loss_mask", "prompt_len", "flags", "token_counts"}} per good
+record to OUTPUT (SpecForge and vLLM speculators read it as is; see docs/training.md) and every failed
+record, with its line, id and the reason, to the errors file. Both files are replaced only when the run
+completes.
+
+Each input line is a JSON object:
+  "messages"   the prompt: the chat messages before the assistant turn
+  "tools"      optional: the tool declarations sent with it
+  "response"   the API's answer: a whole chat completion, one of its choices, or the assistant
+               message itself (also accepted under "turn" or "message")
+  "id"         optional, any string or integer; the row's id ("line-N" when missing)
+{RECORD_OPTIONS}
+  "template_kwargs", "call_index_offset"   optional (docs/pitfalls.md, record options)
+
+Exit status: 0 every record became a row; 1 some records failed; 2 bad usage or an unreadable file.
+
+Example:
+  kimi-recon build-samples conversations.jsonl -o samples.jsonl --workers 0
+"""
+
+EXPORT_HELP = """\
+Read the resumable log of `kimi-recon generate` and write the training row of every ok prompt to
+OUTPUT; error rows, rows without a sample, and (when asked) flagged or truncated rows go to the errors
+file with the reason. Every row is checked (ids in the vocabulary, a 0/1 loss mask as long as the ids,
+a prompt length inside them) before it is written. The log is not modified.
+
+Exit status: 0 every log row became a training row; 1 some went to the errors file; 2 bad usage.
+
+Example:
+  kimi-recon generate prompts.jsonl -o log.jsonl --training-sample
+  kimi-recon export log.jsonl -o samples.jsonl --skip-truncated
+"""
+
+AUDIT_TOKENS_HELP = """\
+Check that a tokenizer's special tokens are the Kimi ones (names, ids, special flags), and, with
+--constants, that your own id constants are right. CONSTANTS is a JSON object of NAME: id, e.g.
+{"IM_END_TOKEN_ID": 163586, "EOS": 163586}; a name is matched to a special token by its spelling.
+
+Exit status: 0 everything matches; 1 a check failed (each problem is printed); 2 bad usage.
+
+Example:
+  kimi-recon audit-tokens --tokenizer ./Kimi-K2.5 --constants my_ids.json
+"""
+
+EXPORT_TOKENIZER_HELP = """\
+Write a Hugging Face fast tokenizer (tokenizer.json, tokenizer_config.json, special_tokens_map.json)
+that encodes exactly like the Kimi tokenizer, for transformers and other runtimes (needs the fast
+extra: pip install 'kimi-recon[fast]'). See docs/fast-tokenizer.md.
+
+Example:
+  kimi-recon export-tokenizer ./kimi-k2.5-fast
+  kimi-recon export-tokenizer ./kimi-k3-fast --profile kimi-k3
+"""
+
+
+def _command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=text, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    """``--no-progress`` and ``-q/--quiet``, on every command."""
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (also: TQDM_DISABLE=1)")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar and no informational lines on stderr; errors and failures are still printed"
+    )
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    """None: a bar when stderr is a terminal; False when asked for none."""
+    return False if args.no_progress or args.quiet else None
+
+
+def _info(args: argparse.Namespace, text: str) -> None:
+    if not args.quiet:
+        print(terminal_safe(text), file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kimi-recon", description=__doc__)
+    parser = argparse.ArgumentParser(prog="kimi-recon", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_VersionAction)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_tokenizer(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--tokenizer", default=None, help="tokenizer directory or Hub repo id (default: bundled K2.5)")
+        add_output_options(p)
         return p
 
     def with_format(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--profile", default="kimi-k2.5", help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, kimi-k2-instruct, kimi-k3")
+        p.add_argument(
+            "--profile",
+            default=None,
+            help="chat format: kimi-k2.5, kimi-k2.6, kimi-k2.7-code, kimi-k2-thinking, kimi-k2-instruct, kimi-k3 "
+            "(default: each record's model id decides, kimi-k2.5 when it names none)",
+        )
         p.add_argument("--no-thinking", action="store_true", help="the turns were generated with thinking off")
         return p
 
-    p = with_tokenizer(sub.add_parser("audit-tokens", help="check the tokenizer's special tokens (and your constants) against the Kimi registry"))
+    p = with_tokenizer(_command(sub, "audit-tokens", "check the tokenizer's special tokens (and your constants) against the Kimi registry", AUDIT_TOKENS_HELP))
     p.add_argument("--constants", help="a JSON file (or - for stdin) of your own id constants, e.g. {\"IM_END_TOKEN_ID\": 163586}")
     p.add_argument("--profile", default=None, help="check against this profile's table (kimi-k3: K3's names; default: the tokenizer's own)")
     p.set_defaults(func=cmd_audit_tokens)
 
-    p = with_format(with_tokenizer(sub.add_parser("reconstruct", help="responses JSONL -> output ids JSONL")))
-    p.add_argument("input", help="JSONL file, or - for stdin")
+    p = with_format(with_tokenizer(_command(sub, "reconstruct", "responses JSONL -> output ids JSONL", RECONSTRUCT_HELP)))
+    p.add_argument("input", help="JSONL file (.gz, .zst too), or - for stdin")
     p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.set_defaults(func=cmd_reconstruct)
 
-    p = with_format(with_tokenizer(sub.add_parser("audit", help="round-trip audit of responses against reference ids")))
-    p.add_argument("input", nargs="?", help="JSONL file of records (response + reference ids), or - for stdin")
-    p.add_argument("--sample", action="store_true", help="audit the bundled sample of official K2.5 dev conversations")
-    p.add_argument("--min-exact", type=_share, default=None, help="exit 1 when exact records are fewer than this share of all records, unreadable ones included (0..1)")
+    p = with_format(with_tokenizer(_command(sub, "audit", "round-trip audit of responses against reference ids", AUDIT_HELP)))
+    p.add_argument("input", nargs="?", help="JSONL file of records (.gz, .zst too), or - for stdin")
+    p.add_argument("--sample", action="store_true", help="audit the bundled sample of official K2.5 dev conversations (its one unreadable line, there on purpose, does not fail the audit)")
+    g = p.add_argument_group("pass/fail (exit 1 when a rule fails; unreadable records count as neither exact nor benign)")
+    g.add_argument("--min-exact", type=_share, default=None, metavar="SHARE", help="fail when exact records are fewer than SHARE (0..1) of all records")
+    g.add_argument("--min-benign", type=_share, default=None, metavar="SHARE", help="fail when exact + benign (non_canonical_bpe) records are fewer than SHARE (0..1) of all records")
+    errors = g.add_mutually_exclusive_group()
+    errors.add_argument("--max-errors", type=_count, default=None, metavar="N", help="fail when more than N records cannot be read (default 0)")
+    errors.add_argument("--allow-errors", action="store_true", help="unreadable records alone do not fail the audit (nothing compared still does)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
+    p.add_argument("--examples", type=_count, default=5, metavar="N", help="errors and worst records of each kind listed in the summary (default 5; the JSON report keeps up to 100 errors)")
     p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
     p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")
-    p.add_argument("--html-examples", type=int, default=20, metavar="N", help="worst records shown token by token (default 20)")
+    p.add_argument("--html-examples", type=int, default=20, metavar="N", help="worst records shown token by token in the HTML page (default 20)")
     p.set_defaults(func=cmd_audit)
 
-    p = with_format(
-        with_tokenizer(
-            sub.add_parser(
-                "build-samples",
-                help="conversations + responses -> training rows for SpecForge / vLLM speculators (docs/training.md)",
-                description="Write one training row (id, input_ids, loss_mask, prompt_len, flags) per good record to "
-                "OUTPUT and every failed record, with its id and the reason, to the errors file. Both files are "
-                "replaced only when the run completes. Exit 1 when any record failed.",
-            )
-        )
-    )
-    p.add_argument("input", help="JSONL file, or - for stdin")
+    p = with_format(with_tokenizer(_command(sub, "build-samples", "conversations + responses -> training rows for SpecForge / vLLM speculators", BUILD_SAMPLES_HELP)))
+    p.add_argument("input", help="JSONL file (.gz, .zst too), or - for stdin")
     p.add_argument("-o", "--output", default="-", help="training rows JSONL, replaced only once complete; - for stdout (default)")
-    p.add_argument("--errors", default=None, help="failed records JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
+    p.add_argument("--errors", default=None, help="failed records JSONL (default: OUTPUT.errors.jsonl; stderr with -o - or a device such as /dev/null)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
     p.add_argument(
         "--chat-template",
@@ -248,21 +420,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_build_samples)
 
-    p = sub.add_parser(
-        "export",
-        help="a generate log -> training rows (needs rows written with generate --training-sample)",
-        description="Read the resumable log of `kimi-recon generate` and write the training row of every ok "
-        "prompt to OUTPUT; error rows, rows without a sample, and (when asked) flagged or truncated rows go "
-        "to the errors file with the reason. The log is not modified.",
-    )
+    p = _command(sub, "export", "a generate log -> training rows (needs rows written with generate --training-sample)", EXPORT_HELP)
     p.add_argument("input", metavar="LOG", help="the JSONL that generate wrote, or - for stdin")
     p.add_argument("-o", "--output", default="-", help="training rows JSONL (default: stdout)")
-    p.add_argument("--errors", default=None, help="skipped prompts JSONL (default: OUTPUT.errors.jsonl; stderr with -o -)")
+    p.add_argument("--errors", default=None, help="skipped prompts JSONL (default: OUTPUT.errors.jsonl; stderr with -o - or a device)")
     p.add_argument("--skip-flagged", action="store_true", help="send rows with any flag to the errors file")
     p.add_argument("--skip-truncated", action="store_true", help="send rows whose turn was cut (finish_reason length) to the errors file")
+    p.add_argument("--tokenizer", default=None, help="check the rows' ids against this tokenizer's vocabulary (default: bundled K2.5)")
+    add_output_options(p)
     p.set_defaults(func=cmd_export)
 
-    p = with_tokenizer(sub.add_parser("export-tokenizer", help="write a Hugging Face fast tokenizer (tokenizer.json) to DIR"))
+    p = with_tokenizer(_command(sub, "export-tokenizer", "write a Hugging Face fast tokenizer (tokenizer.json) to DIR", EXPORT_TOKENIZER_HELP))
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--profile", default="kimi-k2.5", help="whose special-token names to use: kimi-k2.5, kimi-k2.6, kimi-k2-thinking, ...")
     p.add_argument("--overwrite", action="store_true", help="replace tokenizer files already in DIR")
@@ -307,13 +475,24 @@ def _share(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    """A whole number, 0 or more (argparse exits 2 with this message otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with sigterm_as_interrupt():
             code: int = args.func(args)
     except (KimiReconError, OSError) as err:
-        print(f"kimi-recon: error: {err}", file=sys.stderr)
+        print(terminal_safe(f"kimi-recon: error: {err}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kimi-recon: interrupted; outputs were left as they were", file=sys.stderr)

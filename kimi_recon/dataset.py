@@ -34,10 +34,12 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._arguments import int_argument
 from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
 from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidRecordError, preview
-from .profiles import get_profile
+from ._profile_check import suggested_profile
+from .profiles import DEFAULT_PROFILE, get_profile
 from .usage_stats import TokenCountTally, report_lines
 
 from ._pool import (
@@ -117,6 +119,10 @@ class DatasetAudit:
     #: The usage check per provider (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
     token_counts: Mapping[str, Any] = field(default_factory=dict)
     breakdown: AuditBreakdown | None = None  # first-difference histogram and worst records, for reports
+    #: how many compared records were rebuilt with each profile (with ``profile=None`` each record's model id decides)
+    profile_counts: Mapping[str, int] = field(default_factory=dict)
+    #: profile -> how many records were flagged ``profile_mismatch`` saying to use it
+    profile_hints: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def compared(self) -> int:
@@ -156,11 +162,18 @@ class DatasetAudit:
     def records_per_second(self) -> float:
         return self.total / self.elapsed if self.elapsed > 0 else 0.0
 
-    def summary(self) -> str:
-        """A readable report: counts and rates of every kind, benign total, flags, errors and examples."""
+    def summary(self, examples: int | None = None) -> str:
+        """A readable report: counts and rates of every kind, benign total, flags, errors and examples.
+
+        ``examples`` caps the errors and the worst records of each kind listed (None: all that were kept),
+        and each of those lines is then cut to :data:`SUMMARY_LINE_CHARS`."""
+        def clip(text: str) -> str:
+            return text if examples is None else _clip_line(text)
+
         think = "on" if self.thinking else "off"
         lines = [
             f"kimi-recon audit: {self.total} records (profile {self.profile}, thinking {think} unless a record says otherwise)",
+            *self._profile_lines(),
             f"  compared {self.compared}, errors {self.error_count} ({_pct(self.error_rate)} of records)",
             f"  exact {self.exact_count}/{self.compared} = {_pct(self.exact_rate)}; "
             f"benign (exact + non_canonical_bpe) {self.benign_count}/{self.compared} = {_pct(self.benign_rate)}; "
@@ -177,22 +190,41 @@ class DatasetAudit:
             lines.append("  flags: " + ", ".join(f"{k} {v}" for k, v in sorted(self.flag_counts.items(), key=lambda kv: (-kv[1], kv[0]))))
         if self.error_count:
             lines.append(f"  errors ({self.error_count}):")
-            lines += [f"    {e}" for e in self.errors]
-            if self.error_count > len(self.errors):
-                lines.append(f"    … and {self.error_count - len(self.errors)} more")
+            listed = self.errors[:examples]
+            lines += [clip(f"    {e}") for e in listed]
+            if self.error_count > len(listed):
+                lines.append(f"    … and {self.error_count - len(listed)} more")
         for kind in KINDS:
-            shown = self.examples.get(kind, ())
+            shown = self.examples.get(kind, ())[:examples]
             if shown:
                 lines.append(f"  worst {kind} examples:")
                 for ex in shown:
-                    lines.append("    " + str(ex).replace("\n", "\n    "))
+                    lines.append(clip("    " + str(ex).replace("\n", "\n    ")))
         lines += ["  " + line for line in report_lines(self.token_counts)]
         if self.elapsed > 0:
             lines.append(f"  {self.elapsed:.2f} s, {self.records_per_second:.1f} records/s")
         return "\n".join(lines)
 
+    def _profile_lines(self) -> list[str]:
+        lines = []
+        if len(self.profile_counts) > 1 or (self.profile_counts and self.profile not in self.profile_counts):
+            lines.append("  profiles used: " + ", ".join(f"{k} {v}" for k, v in sorted(self.profile_counts.items())))
+        for name, n in sorted(self.profile_hints.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"  PROFILE: {n} record(s) were written in the {name} format (model id or ids say so): rerun with --profile {name}")
+        return lines
+
     def __str__(self) -> str:
         return self.summary()
+
+    def __repr__(self) -> str:
+        return (
+            f"DatasetAudit(total={self.total}, compared={self.compared}, exact={self.exact_count}, "
+            f"benign={self.benign_count}, errors={self.error_count}, profile={self.profile!r})"
+        )
+
+    def _repr_html_(self) -> str:
+        """The report page, for Jupyter (:meth:`to_html`)."""
+        return self.to_html()
 
     def to_html(self) -> str:
         """The report as one self-contained HTML page, rendered from :meth:`to_dict` (no network, no script)."""
@@ -221,8 +253,18 @@ class DatasetAudit:
             "elapsed_seconds": self.elapsed,
             "token_counts": dict(self.token_counts),
             "exact_rate_of_all": self.exact_rate_of_all,
+            "profile_counts": dict(self.profile_counts),
+            "profile_hints": dict(self.profile_hints),
             **(self.breakdown.to_dict() if self.breakdown is not None else {}),
         }
+
+
+#: The longest line :meth:`DatasetAudit.summary` prints for an error or an example when ``examples`` is given.
+SUMMARY_LINE_CHARS = 300
+
+
+def _clip_line(text: str) -> str:
+    return text if len(text) <= SUMMARY_LINE_CHARS else text[: SUMMARY_LINE_CHARS - 1] + "…"
 
 
 def _pct(x: float) -> str:
@@ -236,7 +278,7 @@ def reconstruct_records(
     records: RecordsArg,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     workers: int | None = 1,
@@ -270,8 +312,10 @@ class _Tally:
         self.token_counts = TokenCountTally()
         self.heaps: WorstHeaps = {}
         self.examples = examples
-        self.max_errors = max_errors
+        self.max_errors = int_argument(max_errors, "max_errors", minimum=0)
         self.breakdown = BreakdownTally(worst)
+        self.profiles: Counter[str] = Counter()
+        self.hints: Counter[str] = Counter()
 
     def add(self, result: RecordResult) -> None:
         self.total += 1
@@ -284,6 +328,9 @@ class _Tally:
         assert comparison is not None
         self.counts[comparison.kind] += 1
         self.flags.update({f.code.value for f in result.flags})
+        self.hints.update({hint for hint in map(suggested_profile, result.flags) if hint is not None})
+        if result.profile is not None:
+            self.profiles[result.profile] += 1
         self.token_counts.add(result.provider, result.token_counts)
         if result.source:
             self.sources[result.source] += 1
@@ -291,12 +338,14 @@ class _Tally:
             keep_worst(self.heaps, comparison.kind, comparison.diff_size, result, self.examples)
         self.breakdown.add(result)
 
-    def freeze(self, profile: str, thinking: bool, elapsed: float) -> DatasetAudit:
+    def freeze(self, profile: str | None, thinking: bool, elapsed: float) -> DatasetAudit:
         examples: dict[str, tuple[RecordResult, ...]] = {
             kind: tuple(r for _, _, r in worst_first(self.heaps[kind]))
             for kind in KINDS
             if kind in self.heaps
         }
+        if profile is None:  # each record's model id decided: name the one most used
+            profile = self.profiles.most_common(1)[0][0] if self.profiles else DEFAULT_PROFILE
         return DatasetAudit(
             total=self.total,
             counts=dict(self.counts),
@@ -310,6 +359,8 @@ class _Tally:
             elapsed=elapsed,
             token_counts=self.token_counts.to_dict(),
             breakdown=self.breakdown.freeze(),
+            profile_counts=dict(self.profiles),
+            profile_hints=dict(self.hints),
         )
 
 
@@ -317,7 +368,7 @@ def audit_dataset(
     records: RecordsArg,
     tokenizer: TokenizerArg = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     use_logprobs: bool = True,
     workers: int | None = 1,
@@ -341,11 +392,12 @@ def audit_dataset(
         raise InvalidInputError(f"must be a non-negative integer, got {preview(examples)}", field="examples")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise InvalidInputError(f"must be a positive integer, got {preview(chunk_size)}", field="chunk_size")
-    get_profile(profile)
+    if profile is not None:
+        get_profile(profile)
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, use_logprobs)
-    tally = _Tally(examples, max_errors, worst)
+    tally = _Tally(int_argument(examples, "examples", minimum=0), max_errors, int_argument(worst, "worst", minimum=0))
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:
         for result in _stream(records, _audit_chunk, job, tok, n, chunk_size):
@@ -353,4 +405,4 @@ def audit_dataset(
             bar.update(1)
             if tally.total % 256 == 0 and not bar.disable:
                 bar.set_postfix(exact=_pct(tally.counts[EXACT] / max(1, tally.total - tally.error_count)), errors=tally.error_count)
-    return tally.freeze(get_profile(profile).name, thinking, time.perf_counter() - start)
+    return tally.freeze(None if profile is None else get_profile(profile).name, thinking, time.perf_counter() - start)

@@ -13,7 +13,8 @@ catch one type. Errors about input data say which field (and, when known, which 
     │   └── openrouter.OpenRouterError   ... or the exchange with OpenRouter failed (adds retryable, retries)
     └── InvalidInputError             (also ValueError) malformed input: .field, .sample
         ├── InvalidInputTypeError     (also TypeError) a value of the wrong Python type
-        ├── InputFileError            an input file is missing or unreadable
+        ├── InputFileError            (also OSError) an input file is missing or unreadable
+        │   └── InputFileNotFoundError    ... missing (also FileNotFoundError, so ``except OSError`` works)
         ├── OutputFileError           an output cannot be written without destroying data
         ├── openrouter.OutputLockedError  another process writes the same output
         ├── InvalidRecordError        a dataset record is malformed: .line
@@ -27,6 +28,7 @@ catch one type. Errors about input data say which field (and, when known, which 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -95,7 +97,7 @@ class InvalidInputError(KimiReconError, ValueError):
         """The same error, now naming ``sample`` (used by batch code that knows the record)."""
         if self.sample is not None:
             return self
-        err = type(self).__new__(type(self))
+        err = copy.copy(self)  # (type(self).__new__ would be ValueError's, refused for the OSError subclasses)
         InvalidInputError.__init__(err, self.message, field=self.field, sample=sample)
         return err
 
@@ -105,8 +107,13 @@ class InvalidInputTypeError(InvalidInputError, TypeError):
     JSON cannot write). Also a ``TypeError``, so ``except TypeError`` code written before it keeps working."""
 
 
-class InputFileError(InvalidInputError):
-    """An input file is missing, unreadable, or not a file. ``field`` names the option."""
+class InputFileError(InvalidInputError, OSError):
+    """An input file is missing, unreadable, or not a file. ``field`` names the option. Also an :class:`OSError`,
+    which is what ``open`` raises for the same causes."""
+
+
+class InputFileNotFoundError(InputFileError, FileNotFoundError):
+    """An input file that does not exist; also a :class:`FileNotFoundError`, so code catching that keeps working."""
 
 
 class OutputFileError(InvalidInputError):
@@ -120,6 +127,8 @@ class InvalidRecordError(InvalidInputError):
     def __init__(self, message: str, *, field: str | None = None, sample: object = None, line: int | None = None) -> None:
         super().__init__(message, field=field, sample=sample)
         self.line = line
+        if line is not None:  # the 1-based line leads, as in every CLI message
+            self.args = (f"line {line}{', ' if sample is not None or field is not None else ': '}{self.args[0]}",)
 
 
 class LogprobsError(InvalidInputError):

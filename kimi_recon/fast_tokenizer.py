@@ -165,7 +165,7 @@ def tokenizer_json(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | None =
     """The ``tokenizer.json`` document (a JSON-ready dict) for ``profile`` and ``tokenizer``'s ranks.
 
     With ``added_tokens=False`` the special slots are left out: that tokenizer encodes special-token
-    text as ordinary text, like ``KimiTokenizer.encode(text, allow_special=False)``.
+    text as ordinary text, like ``KimiTokenizer.encode(text, allowed_special=set())``.
     """
     checked_tokenizer(tokenizer)
     tok = tokenizer if tokenizer is not None else load_tokenizer()

@@ -60,8 +60,11 @@ class FlagCode(str, enum.Enum):
     LONE_SURROGATE = "lone_surrogate"
     LOGPROBS_USED = "logprobs_used"
     LOGPROBS_FALLBACK = "logprobs_fallback"
+    # the profile against the data (kimi_recon._profile_check)
+    PROFILE_MISMATCH = "profile_mismatch"  # severity: loss
     # reading a record's options (kimi_recon.record_options)
     TOOLS_NULL_FIELDS_REMOVED = "tools_null_fields_removed"
+    TOOLS_WRAPPED = "tools_wrapped"  # severity: info (a chat-completions server accepts only wrapped tools)
     # the usage check (kimi_recon.usage_check)
     COMPLETION_TOKENS_MISMATCH = "completion_tokens_mismatch"
     PROMPT_TOKENS_MISMATCH = "prompt_tokens_mismatch"

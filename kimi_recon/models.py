@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._repr import text_repr
 from .errors import InvalidInputError, InvalidInputTypeError, InvalidTurnError, preview
 from .flags import Flag, FlagCode
 
@@ -115,6 +116,14 @@ class AssistantTurn:
                 object.__setattr__(self, "logprobs", tuple(self.logprobs))
             else:
                 raise InvalidTurnError("must be a list of logprob entries or None", field="logprobs")
+
+    def __repr__(self) -> str:  # long reasoning and logprobs: their start and lengths only
+        logprobs = None if self.logprobs is None else f"<{len(self.logprobs)} entries>"
+        return (
+            f"AssistantTurn(reasoning={text_repr(self.reasoning)}, content={text_repr(self.content)}, "
+            f"tool_calls={self.tool_calls!r}, finish_reason={self.finish_reason!r}, "
+            f"reasoning_complete={self.reasoning_complete}, logprobs={logprobs})"
+        )
 
     @property
     def truncated(self) -> bool:

@@ -10,6 +10,7 @@ code that differs is reached through the profile: :meth:`ChatProfile.render_turn
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,11 @@ class ChatProfile:
     prompt_head: str = "<|im_assistant|>assistant<|im_middle|>"
     thinking_on: str = ""
     thinking_off: str = ""
+    #: template variables the profile's model is run with unless the caller sets them (a tuple of pairs, so the
+    #: profile stays hashable): K2.7-Code keeps every turn's reasoning, ``preserve_thinking`` true
+    template_defaults: tuple[tuple[str, Any], ...] = ()
+    #: the model has no non-thinking mode (K2.7-Code): ``thinking=False`` is refused, not rendered
+    thinking_required: bool = False
 
     def generation_prompt(self, thinking: bool = True) -> str:
         """The text the chat template appends with ``add_generation_prompt=True``."""
@@ -137,6 +143,17 @@ PROFILES: dict[str, ChatProfile] = {
             thinking_off="<think></think>",
             template_reads=frozenset({"tools_ts_str", "thinking"}),
         ),
+        ChatProfile(
+            "kimi-k2.7-code",
+            "prompt_opens",
+            "kimi-k2.5-preserve-thinking.jinja",
+            "Kimi-K2.7-Code: the K2.5/K2.6 format, always thinking, reasoning of earlier turns kept (preserve_thinking)",
+            thinking_on="<think>",
+            thinking_off="<think></think>",
+            template_reads=frozenset({"tools_ts_str", "thinking", "preserve_thinking"}),
+            template_defaults=(("preserve_thinking", True),),
+            thinking_required=True,
+        ),
         ChatProfile("kimi-k2-thinking", "model_opens", "kimi-k2-thinking.jinja", "Kimi-K2-Thinking: the model writes <think>"),
         ChatProfile("kimi-k2-instruct", "none", "kimi-k2-instruct.jinja", "Kimi-K2-Instruct: no thinking"),
         ChatProfile(
@@ -168,12 +185,25 @@ _ALIASES = {
     "moonshotai/kimi-k2.5": "kimi-k2.5",
     "moonshotai/kimi-k2.6": "kimi-k2.5",
     "moonshotai/kimi-k2-thinking": "kimi-k2-thinking",
+    # OpenRouter's slugs of Kimi-K2-Instruct (the July release) and its September update (the same turn format)
+    "kimi-k2": "kimi-k2-instruct",
+    "moonshotai/kimi-k2": "kimi-k2-instruct",
+    "kimi-k2-0711": "kimi-k2-instruct",
+    "kimi-k2-0905": "kimi-k2-instruct",
+    "kimi-k2-instruct-0905": "kimi-k2-instruct",
+    "k2.7-code": "kimi-k2.7-code",
+    "moonshotai/kimi-k2.7-code": "kimi-k2.7-code",
+    # the same model served faster (Moonshot's platform docs)
+    "kimi-k2.7-code-highspeed": "kimi-k2.7-code",
 }
+
+#: The profile used when neither the caller nor the data names one.
+DEFAULT_PROFILE = "kimi-k2.5"
 
 
 def get_profile(profile: str | ChatProfile) -> ChatProfile:
-    """A profile by name (``kimi-k2.5``, ``kimi-k2.6``, ``kimi-k2-thinking``, ``kimi-k2-instruct``, ``kimi-k3``;
-    an OpenRouter model id such as ``moonshotai/kimi-k3`` works too) or itself."""
+    """A profile by name (``kimi-k2.5``, ``kimi-k2.6``, ``kimi-k2.7-code``, ``kimi-k2-thinking``, ``kimi-k2-instruct``,
+    ``kimi-k3``; an OpenRouter model id such as ``moonshotai/kimi-k3`` works too) or itself."""
     if isinstance(profile, ChatProfile):
         return profile
     if not isinstance(profile, str):
@@ -183,10 +213,30 @@ def get_profile(profile: str | ChatProfile) -> ChatProfile:
         return PROFILES[name]
     except KeyError:
         known = sorted(PROFILES) + sorted(_ALIASES)
-        raise InvalidInputError(f"unknown profile {preview(profile)}; known: {', '.join(known)}", field="profile") from None
+        close = difflib.get_close_matches(profile.lower(), known, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise InvalidInputError(f"unknown profile {preview(profile)}{hint}; known: {', '.join(known)}", field="profile") from None
 
 
-def profile_for_model(model: str, default: str = "kimi-k2.5") -> str:
+def profile_or_model(profile: str | ChatProfile | None, model: object = None) -> ChatProfile:
+    """``profile`` when one is given, else the profile the ``model`` id names (``moonshotai/kimi-k3``), else
+    :data:`DEFAULT_PROFILE`. What every ``profile=None`` of the API means."""
+    if profile is not None:
+        return get_profile(profile)
+    return PROFILES[profile_for_model(model) if isinstance(model, str) else DEFAULT_PROFILE]
+
+
+def renders_turns_alike(a: ChatProfile, b: ChatProfile) -> bool:
+    """True when the two profiles turn an assistant turn into the same ids (K2.5 and K2.7-Code do: they differ
+    only in how the prompt is rendered)."""
+    def key(p: ChatProfile) -> tuple[object, ...]:
+        return (p.format, p.encoding, p.thinking_style, p.special_tokens, p.stop_token, p.writes_tool_call_ids,
+                p.prompt_head, p.thinking_on, p.thinking_off)
+
+    return key(a) == key(b)
+
+
+def profile_for_model(model: str, default: str = DEFAULT_PROFILE) -> str:
     """The profile of an OpenRouter-style model id (``moonshotai/kimi-k3``, ``moonshotai/kimi-k2.5:nitro``),
     or ``default`` when the id names no known profile."""
     instance_argument(model, "model", str, "a model id string")

@@ -81,7 +81,11 @@ def kimi_roundtrip_audit(kimi_tokenizer: KimiTokenizer, tmp_path_factory: pytest
             html, json_path = folder / "report.html", folder / "report.json"
             write_reports(report, json_path=json_path, html_path=html)
             where = f"report: {html} (JSON: {json_path})"
-            pytest.fail("; ".join(failures) + f"; {where}\n" + report.summary() + f"\n{where}", pytrace=False)
+            from ._terminal import terminal_safe
+
+            # record ids and provider names come from the data: escaped, so none can drive the terminal
+            message = "; ".join(failures) + f"; {where}\n" + report.summary() + f"\n{where}"
+            pytest.fail(terminal_safe(message), pytrace=False)
         return report
 
     return run

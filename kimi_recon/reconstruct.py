@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._arguments import choice_argument, instance_argument
-from .flags import Flag, FlagCode
+from ._repr import ids_repr, text_repr
+from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn
-from .profiles import ChatProfile, get_profile
+from ._profile_check import model_mismatch
+from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_segments, marker_ids, surrogate_flags
@@ -42,6 +44,25 @@ class Reconstruction:
     def has_flag(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)
 
+    def __repr__(self) -> str:  # the ids and text of a long turn would fill a notebook: ends and lengths only
+        return (
+            f"Reconstruction(ids={ids_repr(self.ids)}, text={text_repr(self.text)}, "
+            f"flags=({', '.join(f.code.value for f in self.flags)}), source={self.source!r}, "
+            f"profile={self.profile!r}, thinking={self.thinking})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form: ``ids``, ``text``, ``flags`` (:func:`~kimi_recon.flags.flags_to_json`),
+        ``source``, ``profile``, ``thinking``."""
+        return {
+            "ids": list(self.ids),
+            "text": self.text,
+            "flags": flags_to_json(self.flags),
+            "source": self.source,
+            "profile": self.profile,
+            "thinking": self.thinking,
+        }
+
     @property
     def flag_codes(self) -> tuple[FlagCode, ...]:
         return tuple(f.code for f in self.flags)
@@ -51,7 +72,7 @@ def encode_rendered(
     rendered: RenderedTurn,
     tokenizer: KimiTokenizer,
     special_text: SpecialTextMode = "special",
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile = "kimi-k2.5",  # no model id here to decide it
 ) -> list[int]:
     """Ids of a rendered turn, encoded as ``profile``'s official tokenizer does.
 
@@ -69,18 +90,18 @@ def encode_rendered(
     pending = ""  # consecutive field text is one BPE span
     for seg in rendered.segments:
         if seg.is_marker:
-            ids += tokenizer.encode(pending, allow_special=False)
+            ids += tokenizer.encode(pending, allowed_special=set())
             pending = ""
             ids += tokenizer.encode(seg.text)
         else:
             pending += seg.text
-    return ids + tokenizer.encode(pending, allow_special=False)
+    return ids + tokenizer.encode(pending, allowed_special=set())
 
 
 def reconstruct_output_ids(
     turn: AssistantTurn | Mapping[str, Any] | str | Any,
     tokenizer: KimiTokenizer | None = None,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     *,
     call_index_offset: int = 0,
@@ -100,13 +121,21 @@ def reconstruct_output_ids(
     reason for falling back is flagged. ``special_text="ordinary"`` encodes special-token text found
     inside fields as ordinary text (K3 always does). ``stop`` chooses how a finished turn ends (the
     profile's ``stop_token`` by default; see ``ChatProfile.stop_alternatives``).
+
+    ``profile`` None: the turn's ``model`` id decides (a response's ``"model": "moonshotai/kimi-k3"`` is
+    rebuilt as ``kimi-k3``), ``kimi-k2.5`` when it names none. A given profile that renders turns
+    differently from the one the model id names is flagged ``profile_mismatch``.
     """
-    prof = get_profile(profile)
-    tok = tokenizer_for_profile(tokenizer, prof)
     turn = as_turn(turn)
+    model = turn.metadata.get("model")
+    prof = profile_or_model(profile, model)
+    tok = tokenizer_for_profile(tokenizer, prof)
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
     ids = encode_rendered(rendered, tok, special_text, prof)
     flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
+    mismatch = model_mismatch(prof, model)
+    if mismatch is not None:
+        flags.insert(0, mismatch)
     source: Literal["rendered", "logprobs"] = "rendered"
     if use_logprobs and turn.logprobs is not None:
         from_logprobs, why = _ids_via_logprobs(turn, rendered, ids, tok, prof)

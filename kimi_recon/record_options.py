@@ -31,7 +31,7 @@ from typing import Any
 
 from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
-from .profiles import ChatProfile, get_profile
+from .profiles import ChatProfile, get_profile, profile_or_model
 
 __all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "arrow_tools", "parse_options", "turn_options"]
 
@@ -90,7 +90,7 @@ class RecordOptions:
 def parse_options(
     record: Mapping[str, Any] | None = None,
     *,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: object = True,
     tools: object = None,
     call_index_offset: object = None,
@@ -99,13 +99,17 @@ def parse_options(
     tool_choice: object = None,
     sample: object = None,
     read: Collection[str] = OPTION_KEYS,
+    model: object = None,
 ) -> RecordOptions:
     """The options of ``record``, each falling back to the keyword of the same name when the record
     has no such key (or null). Raises :class:`~kimi_recon.errors.InvalidInputError` naming the field
     and ``sample`` for a value of the wrong type; see the module doc for what each accepts.
 
     ``read`` lists the record keys a caller uses (reconstruction has no prompt, so it does not read
-    ``tools`` or ``template_kwargs``); the keywords are checked whatever ``read`` says."""
+    ``tools`` or ``template_kwargs``); the keywords are checked whatever ``read`` says.
+
+    With no profile (neither the record's nor ``profile``), the model id decides: ``model`` (the response's),
+    else the record's own ``model`` key, else ``kimi-k2.5`` (:func:`~kimi_recon.profiles.profile_or_model`)."""
     if isinstance(read, (str, bytes)) or not isinstance(read, Collection):
         raise InvalidInputTypeError(f"must be a collection of record keys, got {type(read).__name__}", field="read")
     own = record if record is not None else {}
@@ -117,11 +121,13 @@ def parse_options(
         return default if value is None else value
 
     try:
-        prof = get_profile(pick("profile", profile))  # type: ignore[arg-type]  # checked there
-        parsed_tools, flags = _tools(pick("tools", tools))
+        if model is None:
+            model = own.get("model")
+        prof = profile_or_model(pick("profile", profile), model)  # type: ignore[arg-type]  # checked there
+        parsed_tools, flags = _tools(pick("tools", tools), wrap=prof.format == "k2")
         return RecordOptions(
             profile=prof,
-            thinking=_thinking(pick("thinking", thinking)),
+            thinking=_profile_thinking(prof, _thinking(pick("thinking", thinking))),
             tools=parsed_tools,
             call_index_offset=_call_index_offset(pick("call_index_offset", call_index_offset)),
             template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),
@@ -137,7 +143,18 @@ def turn_options(profile: object, thinking: object, call_index_offset: object) -
     """The options rendering one turn takes (no record, no prompt), checked by the same rules as
     :func:`parse_options`; ``call_index_offset`` None is 0. The hot path of reconstruction calls this."""
     offset = _call_index_offset(call_index_offset)
-    return get_profile(profile), _thinking(thinking), 0 if offset is None else offset  # type: ignore[arg-type]  # checked there
+    prof = get_profile(profile)  # type: ignore[arg-type]  # checked there
+    return prof, _profile_thinking(prof, _thinking(thinking)), 0 if offset is None else offset
+
+
+def _profile_thinking(profile: ChatProfile, thinking: bool) -> bool:
+    if profile.thinking_required and not thinking:
+        raise InvalidInputError(
+            f"is false, but {profile.name} has no non-thinking mode (its model always thinks); "
+            "rebuild with thinking on, or pick the profile of the model that generated the data",
+            field="thinking",
+        )
+    return thinking
 
 
 def _thinking(value: object) -> bool:
@@ -205,7 +222,9 @@ def arrow_tools(value: object) -> object:
     return value
 
 
-def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag, ...]]:
+def _tools(value: object, *, wrap: bool = True) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag, ...]]:
+    """The checked tools and what reading them changed. ``wrap``: bare function definitions are wrapped and other
+    unwrapped tools refused (K2.x, whose official code tells the two apart; K3's renderer writes tools as given)."""
     if value is None:
         return None, ()
     from_arrow = isinstance(value, _ArrowTools)
@@ -241,7 +260,17 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
         )
     if not tools:
         return None, ()
+    tools, wrapped = _wrapped_tools(tools) if wrap else (tools, [])
     flags: tuple[Flag, ...] = ()
+    if wrapped:
+        flags += (
+            Flag(
+                FlagCode.TOOLS_WRAPPED,
+                f"{', '.join(wrapped[:3])}{' …' if len(wrapped) > 3 else ''} had no {{\"type\": \"function\", \"function\": …}} "
+                "wrapper; read as wrapped, the only shape a chat-completions server accepts",
+                "tools",
+            ),
+        )
     if filled:
         flags = (
             Flag(
@@ -251,6 +280,37 @@ def _tools(value: object) -> tuple[tuple[dict[str, Any], ...] | None, tuple[Flag
             ),
         )
     return tuple(tools), flags
+
+
+#: The keys of an OpenAI function definition: a tool with a ``name`` and only these (and ``type: function``) is
+#: one without its ``{"type": "function", "function": …}`` wrapper.
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+
+
+def _wrapped_tools(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``tools`` with every bare function definition (``{"name", "parameters", …}``, also the Responses API's
+    flat ``{"type": "function", "name", …}``) wrapped, and the fields of those that were.
+
+    The official K2.5 code declares a tool it does not recognise as JSON instead of TypeScript, so a bare
+    definition rendered as it is would give a prompt no server produced: a chat-completions server refuses
+    tools without the wrapper. A tool that is neither shape nor wrapped is refused, naming it."""
+    out: list[dict[str, Any]] = []
+    wrapped: list[str] = []
+    for i, tool in enumerate(tools):
+        if "function" in tool:
+            out.append(tool)
+            continue
+        keys = set(tool) - {"type"}
+        if isinstance(tool.get("name"), str) and keys <= _FUNCTION_KEYS and tool.get("type", "function") == "function":
+            out.append({"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}})
+            wrapped.append(f"tools[{i}]")
+            continue
+        raise InvalidInputError(
+            f"has no 'function' object (keys: {', '.join(sorted(map(str, tool))) or 'none'}); a tool is "
+            '{"type": "function", "function": {"name": …, "description": …, "parameters": …}}',
+            field=f"tools[{i}]",
+        )
+    return out, wrapped
 
 
 def _plain(value: Any, path: str, names: bool, filled: list[str], ambiguous: list[str], depth: int = 1) -> Any:

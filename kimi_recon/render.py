@@ -17,7 +17,7 @@ from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .errors import ReasoningDroppedWarning as ReasoningDroppedWarning  # defined with the others; importable here as before
 from .flags import Flag, FlagCode
 from .models import AssistantTurn
-from .profiles import ChatProfile
+from .profiles import ChatProfile, profile_or_model
 from .record_options import turn_options
 from .segments import RenderedTurn as RenderedTurn
 from .segments import Segment as Segment
@@ -58,7 +58,7 @@ def model_tool_call_id(name: str, index: int) -> str:
 
 def render_turn_with_flags(
     turn: AssistantTurn | Mapping[str, Any] | Any,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     *,
     call_index_offset: int = 0,
@@ -72,6 +72,8 @@ def render_turn_with_flags(
         from .responses import as_turn  # responses builds on this module's tool-call id format
 
         turn = as_turn(turn)
+    if profile is None:  # the turn's model id decides (kimi-k2.5 when it names none)
+        profile = profile_or_model(None, turn.metadata.get("model"))
     prof, thinking, call_index_offset = turn_options(profile, thinking, call_index_offset)
     stop = check_stop(prof, stop)
     return prof.render_turn(turn, thinking, call_index_offset=call_index_offset, stop=stop)
@@ -155,7 +157,7 @@ def _add_field(segments: list[Segment], text: str, field: str, specials: set[str
 
 def render_assistant_turn(
     turn: AssistantTurn | Mapping[str, Any] | Any,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     *,
     call_index_offset: int = 0,

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from ._arguments import instance_argument
 from .errors import InvalidInputTypeError, TokenizerLoadError, UnknownSpecialTokenError
@@ -194,6 +194,17 @@ class SpecialTokenRegistry:
 
     def __repr__(self) -> str:
         return f"SpecialTokenRegistry({self.name!r}, {len(self._tokens)} tokens)"
+
+    @overload
+    def __getitem__(self, key: str) -> int: ...
+    @overload
+    def __getitem__(self, key: int) -> str: ...
+    def __getitem__(self, key: str | int) -> int | str:
+        """``SPECIAL_TOKENS["<|im_end|>"]`` (or ``["IM_END"]``) is the id, as tiktoken's ``special_tokens`` mapping
+        has it; ``SPECIAL_TOKENS[163586]`` the text. An unknown key raises :class:`UnknownSpecialTokenError`
+        (a ``KeyError``) with the closest known token."""
+        entry = self.entry(key)
+        return entry.text if isinstance(key, int) else entry.id
 
     def entry(self, key: str | int) -> SpecialToken:
         """The entry for a token text (``"<|im_end|>"``), a readable name (``"IM_END"``) or an id."""

@@ -15,11 +15,12 @@ import json
 import numbers
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tiktoken
 
@@ -310,19 +311,42 @@ class KimiTokenizer:
     def special_token_text(self, token_id: int) -> str | None:
         return self._special_by_id.get(token_id)
 
-    def encode(self, text: str, *, allow_special: bool = True) -> list[int]:
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | Set[str] | bool = "all",
+        allow_special: bool | None = None,
+    ) -> list[int]:
         """Token ids of ``text``, as the official ``TikTokenTokenizer.encode(text)`` returns them.
 
-        With ``allow_special=False``, special-token text is encoded as ordinary text.
+        ``allowed_special`` is tiktoken's word: ``"all"`` (the default, as the official Kimi encode) reads every
+        special-token text as its id; a set of texts only those; ``set()`` (or False) none. Unlike tiktoken,
+        special-token text that is not allowed is encoded as ordinary text (what the official Kimi tokenizer
+        does with ``allow_special_tokens=False``), never an error. ``allow_special`` is the old spelling
+        (deprecated).
         """
+        if allow_special is not None:
+            warnings.warn(
+                "KimiTokenizer.encode(allow_special=...) is deprecated; use allowed_special= (tiktoken's name): "
+                '"all" or set()',
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            allowed_special = allow_special
         _check_text(text)
         enc = self._encoding
-        if allow_special:
+        if allowed_special is True or allowed_special == "all":
             return _encode_in_official_chunks(text, functools.partial(enc.encode, allowed_special="all"))
-        return _encode_in_official_chunks(text, enc.encode_ordinary)
+        if allowed_special is False or not allowed_special:
+            return _encode_in_official_chunks(text, enc.encode_ordinary)
+        if isinstance(allowed_special, str) or not isinstance(allowed_special, Set):
+            raise InvalidInputError(f'must be "all", a set of special-token texts or a bool, got {preview(allowed_special)}', field="allowed_special")
+        allowed = frozenset(t for t in allowed_special if t in self._special)
+        return _encode_in_official_chunks(text, functools.partial(enc.encode, allowed_special=allowed, disallowed_special=()))
 
     def encode_ordinary_piece(self, text: str) -> list[int]:
-        """``encode(text, allow_special=False)`` without the type check: the hot path of the segment encoders."""
+        """``encode(text, allowed_special=set())`` without the type check: the hot path of the segment encoders."""
         return _encode_in_official_chunks(text, self._encoding.encode_ordinary)
 
     def encode_template_text(self, text: str) -> list[int]:
@@ -353,9 +377,33 @@ class KimiTokenizer:
         allowed = {t for t in special_texts if t in self._special}
         return _encode_in_official_chunks(text, functools.partial(self._encoding.encode, allowed_special=allowed, disallowed_special=()))
 
-    def decode(self, ids: Sequence[int]) -> str:
-        """The text of ``ids`` (invalid UTF-8 becomes U+FFFD, as in the official decode)."""
-        return self._encoding.decode(self._checked(ids))
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
+        """The text of ``ids`` (invalid UTF-8 becomes U+FFFD, as in the official decode).
+
+        ``skip_special_tokens=True`` drops the ids the tokenizer config marks ``special`` (Hugging Face's
+        meaning): ``<|im_end|>`` goes, ``</think>`` and the tool-call markers stay (they are ``special: false``)."""
+        checked = self._checked(ids)
+        if skip_special_tokens:
+            skipped = self._skipped_ids
+            checked = [i for i in checked if i not in skipped]
+        return self._encoding.decode(checked)
+
+    @functools.cached_property
+    def _skipped_ids(self) -> frozenset[int]:
+        if self.added_tokens:
+            return frozenset(tid for tid, token in self.added_tokens.items() if token.special)
+        return frozenset(self._special_by_id)  # no config flags known: every special slot
+
+    @property
+    def eos_token_id(self) -> int | None:
+        """The id of ``[EOS]``, the tokenizer's ``eos_token`` (what Hugging Face's ``tokenizer.eos_token_id`` gives
+        for the official Kimi tokenizer: 163585). The model stops on another token, ``<|im_end|>`` (163586;
+        K3 ``<|end_of_msg|>``): config.json's ``eos_token_id``, :attr:`ChatProfile.stop_token_id`."""
+        return self._special.get("[EOS]")
+
+    def __len__(self) -> int:
+        """Every id, special slots included (Hugging Face's ``len(tokenizer)``): :attr:`vocab_size`."""
+        return self.vocab_size
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
         """The raw bytes of ``ids``; special ids give their text's UTF-8."""

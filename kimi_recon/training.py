@@ -7,10 +7,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._arrow import ArrowMessages
+from ._repr import ids_repr
 from .chat_template import render_chat_template
 from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, flags_to_json
-from .models import AssistantTurn
+from .models import AssistantTurn, tojson
 from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
@@ -39,6 +40,12 @@ class TrainingSample:
     @property
     def prompt_ids(self) -> list[int]:
         return self.input_ids[: self.prompt_len]
+
+    def __repr__(self) -> str:
+        return (
+            f"TrainingSample(input_ids={ids_repr(self.input_ids)}, prompt_len={self.prompt_len}, "
+            f"trained={sum(self.loss_mask)}, flags=({', '.join(f.code.value for f in self.flags)}))"
+        )
 
     @property
     def output_ids(self) -> list[int]:
@@ -104,7 +111,7 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
 def render_prompt(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | str | None = None,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
     *,
@@ -147,7 +154,7 @@ def _render_prompt(
         source = tok.chat_template
         if source is None:
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
-    kwargs: dict[str, Any] = dict(options.template_kwargs)
+    kwargs: dict[str, Any] = {**dict(prof.template_defaults), **options.template_kwargs}
     tools = deep_sorted(list(options.tools)) if options.tools else None
     if tools and "tools_ts_str" in prof.template_reads:
         kwargs["tools_ts_str"] = render_tools_declaration(tools)
@@ -189,7 +196,7 @@ def prompt_segments(
 def encode_prompt(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | str | None = None,
-    profile: str | ChatProfile = "kimi-k2.5",
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
     *,
@@ -244,8 +251,8 @@ def _encode_arrow_prompt(messages: ArrowMessages, options: RecordOptions, tok: K
 def build_training_sample(
     messages: Sequence[Mapping[str, Any]],
     turn: AssistantTurn | Mapping[str, Any] | Any,
-    tools: Sequence[Mapping[str, Any]] | str | None = None,
-    profile: str | ChatProfile = "kimi-k2.5",
+    tools: Sequence[Mapping[str, Any]] | str | KimiTokenizer | None = None,
+    profile: str | ChatProfile | None = None,
     thinking: bool = True,
     tokenizer: KimiTokenizer | None = None,
     *,
@@ -263,9 +270,21 @@ def build_training_sample(
     ``template_kwargs`` as there). Tool calls of ``turn`` without an id are numbered after the tool
     calls already in ``messages``, or after ``call_index_offset`` when given. ``thinking_effort`` and
     ``tool_choice`` are ``kimi-k3`` prompt options (effort ``max`` by default when thinking is on);
-    ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`).
+    ``stop`` chooses how a finished turn ends (see :func:`reconstruct_output_ids`). ``profile`` None: the
+    turn's ``model`` id decides, ``kimi-k2.5`` when it names none.
+
+    The tokenizer: pass it as ``tokenizer=`` (every function takes that keyword). Its place stays the sixth so
+    that calls written before keep working; for a conversation without tools it may also come right after
+    the data, as in ``reconstruct_output_ids(turn, tok)``: a :class:`KimiTokenizer` in the third place is taken
+    for it (``build_training_sample(messages, turn, tok)``).
     """
+    if isinstance(tools, KimiTokenizer):
+        if tokenizer is not None:
+            raise InvalidInputError("is given twice: in the third place and as tokenizer=", field="tokenizer")
+        tools, tokenizer = None, tools
+    turn = as_turn(turn)
     options = parse_options(
+        model=turn.metadata.get("model"),
         profile=profile,
         thinking=thinking,
         tools=tools,
@@ -274,7 +293,7 @@ def build_training_sample(
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _build(messages, as_turn(turn), options, tokenizer_for_profile(tokenizer, options.profile), template, stop)
+    return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), template, stop)
 
 
 def _build(
@@ -286,6 +305,7 @@ def _build(
     stop: str | None = None,
 ) -> TrainingSample:
     prof = options.profile
+    messages = _without_the_turn(messages, turn)
     prompt_ids, prompt_text = _encode_prompt(messages, options, tok, template)
     prompt_flag = surrogate_flag(prompt_text, "messages")
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
@@ -298,11 +318,41 @@ def _build(
     )
 
 
+def _without_the_turn(messages: Sequence[Mapping[str, Any]], turn: AssistantTurn) -> Sequence[Mapping[str, Any]]:
+    """``messages`` without a last assistant message that is ``turn`` itself (a record that stores the whole
+    conversation, the answer included); such a message that is not ``turn`` is refused: rendered, the prompt
+    would hold the answer and the model would be trained to say it twice."""
+    if not messages or not isinstance(messages[-1], Mapping) or messages[-1].get("role") != "assistant":
+        return messages
+    where = f"messages[{len(messages) - 1}]"
+    try:
+        last = as_turn(messages[-1], sample=None)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"is an assistant message before the turn to train on, and unreadable as one: {err.message}", field=where) from None
+    if _same_turn(last, turn):
+        return messages[:-1]
+    raise InvalidInputError(
+        "is an assistant message that differs from the turn to train on; messages are the prompt and must end "
+        "before that turn (drop the last message if it is the answer, or give the turn that follows it)",
+        field=where,
+    )
+
+
+def _same_turn(a: AssistantTurn, b: AssistantTurn) -> bool:
+    def calls(turn: AssistantTurn) -> list[tuple[str, str]]:
+        return [(c.name, c.arguments if isinstance(c.arguments, str) else tojson(c.arguments)) for c in turn.tool_calls]
+
+    ids_agree = all(x.id is None or y.id is None or x.id == y.id for x, y in zip(a.tool_calls, b.tool_calls))
+    # history messages often drop the reasoning: a message without any is still the same answer
+    reasoning_agrees = not a.reasoning or a.reasoning == (b.reasoning or "")
+    return reasoning_agrees and (a.content or "") == (b.content or "") and calls(a) == calls(b) and ids_agree
+
+
 def sample_from_record(
     record: Mapping[str, Any],
     tokenizer: KimiTokenizer | None = None,
     *,
-    profile: str = "kimi-k2.5",
+    profile: str | None = None,
     thinking: bool = True,
     template: str | None = None,
 ) -> TrainingSample:
@@ -315,14 +365,17 @@ def sample_from_record(
 
     A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
     a ``<field>_mismatch`` flag for each figure no counting convention explains."""
+    from ._records import missing_field
     from .dataset import record_id, record_token_counts, turn_of_record
 
     try:
         messages = record.get("messages")
+        if messages is None:
+            raise missing_field(record, ("messages",))
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
-        options = parse_options(record, profile=profile, thinking=thinking)
         turn = turn_of_record(record)
+        options = parse_options(record, profile=profile, thinking=thinking, model=turn.metadata.get("model"))
         tok = tokenizer_for_profile(tokenizer, options.profile)
         sample = _build(messages, turn, options, tok, template)
     except InvalidInputError as err:

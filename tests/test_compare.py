@@ -126,7 +126,7 @@ def test_is_canonical_accepts_canonical_ids_that_end_inside_a_character() -> Non
 
 
 def test_special_token_text_spelled_with_ordinary_ids_is_not_canonical() -> None:
-    assert not is_canonical(TOK.encode("a<|im_end|>", allow_special=False), TOK)
+    assert not is_canonical(TOK.encode("a<|im_end|>", allowed_special=set()), TOK)
     assert is_canonical(TOK.encode("a<|im_end|>"), TOK)
 
 
@@ -211,7 +211,7 @@ def test_extra_special_token_with_same_text_elsewhere_is_special_token_mismatch(
 
 def test_special_token_text_spelled_as_ordinary_ids_is_special_token_mismatch() -> None:
     ref = TOK.encode("r</think>say <|im_end|> now<|im_end|>")
-    rec = TOK.encode("r</think>say ") + TOK.encode("<|im_end|>", allow_special=False) + TOK.encode(" now<|im_end|>")
+    rec = TOK.encode("r</think>say ") + TOK.encode("<|im_end|>", allowed_special=set()) + TOK.encode(" now<|im_end|>")
     c = compare_ids(ref, rec, TOK)
     assert c.kind == SPECIAL_TOKEN_MISMATCH and "ordinary" in c.detail
 

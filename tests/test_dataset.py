@@ -142,7 +142,7 @@ def _write_malformed(tmp_path: Path) -> tuple[Path, dict[int, str]]:
     ]
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path, {2: "line", 4: "response", 6: "reference_ids", 9: "response.tool_calls", 10: "line"}
+    return path, {2: None, 4: "response", 6: "reference_ids", 9: "response.tool_calls", 10: None}
 
 
 def test_malformed_lines_are_reported_by_line_and_every_other_record_is_processed(tmp_path: Path) -> None:

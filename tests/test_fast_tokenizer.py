@@ -277,7 +277,7 @@ def test_k3_export_encodes_generated_text_like_k3_kimi_tokenizer(fast_k3: tokeni
 
 @given(texts)
 def test_ordinary_export_encodes_special_text_as_text(fast_ordinary: tokenizers.Tokenizer, tok: KimiTokenizer, text: str) -> None:
-    assert _ids(fast_ordinary, text) == tok.encode(text, allow_special=False)
+    assert _ids(fast_ordinary, text) == tok.encode(text, allowed_special=set())
 
 
 @given(st.lists(st.integers(0, NUM_BASE_TOKENS + 255), max_size=40))

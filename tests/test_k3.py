@@ -152,8 +152,8 @@ def test_k3_special_text_in_fields_is_ordinary_text_and_flagged(k3tok: KimiToken
     result = reconstruct_output_ids(turn, profile="kimi-k3")
     flag = next(f for f in result.flags if f.field == "reasoning")
     assert flag.code == "special_text_in_field" and "ordinary text" in flag.message
-    assert result.ids[: len(k3tok.encode("a<|end_of_msg|>b</think>", allow_special=False))] == k3tok.encode(
-        "a<|end_of_msg|>b</think>", allow_special=False
+    assert result.ids[: len(k3tok.encode("a<|end_of_msg|>b</think>", allowed_special=set()))] == k3tok.encode(
+        "a<|end_of_msg|>b</think>", allowed_special=set()
     )
     assert result.ids.count(163586) == 1  # only the real end of the message
 

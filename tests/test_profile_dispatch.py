@@ -10,6 +10,7 @@ import pytest
 from testdata import GOLDEN, OFFICIAL, read_jsonl
 
 from kimi_recon import check_token_ids, load_tokenizer, reconstruct_output_ids
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.profiles import PROFILES, ChatProfile
 from kimi_recon.special_tokens import SpecialTokenRegistry
 from kimi_recon.tokenizer import tokenizer_for_profile
@@ -27,6 +28,11 @@ def _renamed(name: str) -> ChatProfile:
 def test_a_profile_under_another_name_reconstructs_the_same_ids_text_and_flag_codes(name: str) -> None:
     copy = _renamed(name)
     for case in K25_TURNS + K3_TURNS:
+        if copy.thinking_required and not case["thinking"]:  # K2.7-Code has no non-thinking mode: both refuse
+            for profile in (name, copy):
+                with pytest.raises(InvalidInputError, match="no non-thinking mode"):
+                    reconstruct_output_ids(case["turn"], profile=profile, thinking=False)
+            continue
         original = reconstruct_output_ids(case["turn"], profile=name, thinking=case["thinking"])
         renamed = reconstruct_output_ids(case["turn"], profile=copy, thinking=case["thinking"])
         assert (renamed.ids, renamed.text) == (original.ids, original.text)

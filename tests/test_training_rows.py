@@ -69,7 +69,7 @@ def test_build_samples_writes_only_training_rows_and_every_failure_to_the_errors
     assert all(set(row) == set(ROW_COLUMNS) for row in rows)
     errors = read_jsonl(tmp_path / "samples.errors.jsonl")
     assert [(e["id"], e["line"], e["field"]) for e in errors] == [
-        ("no-messages", 1, "messages"), (None, 22, "line"), ("no-response", 23, "response"), ("bad-profile", 24, "profile"),
+        ("no-messages", 1, "messages"), (None, 22, None), ("no-response", 23, "response"), ("bad-profile", 24, "profile"),
     ]  # fmt: skip
     assert all(e["error"] for e in errors)
     err = capsys.readouterr().err
@@ -217,7 +217,7 @@ def test_export_writes_the_training_row_of_every_ok_prompt_and_the_rest_as_error
     assert [r["id"] for r in rows] == ["p1", "p2", "p4", "p5"]
     assert rows[0]["input_ids"] == rows[1]["input_ids"] and rows[2]["flags"] == "reasoning_incomplete"
     errors = read_jsonl(tmp_path / "train.errors.jsonl")
-    assert [(e["id"], e["field"]) for e in errors] == [("p0", "status"), ("p3", "sample"), (None, "line")]
+    assert [(e["id"], e["field"]) for e in errors] == [("p0", "status"), ("p3", "sample"), (None, None)]
     assert "bad gateway" in errors[0]["error"] and "--training-sample" in errors[1]["error"]
     assert log.read_bytes() == before
     specforge_prompts(out)

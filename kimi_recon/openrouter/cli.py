@@ -16,11 +16,31 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._terminal import terminal_safe
 from ..errors import KimiReconError
+
+DESCRIPTION = """\
+Send every prompt of PROMPTS to a Kimi model through OpenRouter (or any OpenAI-compatible server with
+--base-url) and append one row per prompt to OUT: the response, the token ids the model generated
+(rebuilt from the text), flags, the usage check and the cost. `kimi-recon export OUT` turns the log
+into training rows. Needs the openrouter extra: pip install 'kimi-recon[openrouter]'.
+
+Each line of PROMPTS is a JSON object:
+  "messages"   the chat so far, ending with a user or tool message: [{"role": "user", "content": "..."}]
+  "tools"      optional: tool declarations, [{"type": "function", "function": {"name", "parameters"}}]
+  "id"         optional: a unique string or integer (default: derived from the content)
+
+Example:
+  export OPENROUTER_API_KEY=...
+  kimi-recon generate prompts.jsonl -o log.jsonl --model moonshotai/kimi-k2.5 --training-sample --max-cost 5
+"""
 
 EPILOG = """\
 The API key is read from OPENROUTER_API_KEY and is never printed or written.
-Re-running the same command resumes: prompts already in OUT (as a row or an error) are skipped.
+Re-running the same command resumes: prompts already in OUT (as a row or an error) are skipped;
+with --retry-errors, prompts whose last row is an error are sent again (a new row is appended).
+A first Ctrl-C (or SIGTERM) stops sending and lets the requests in flight finish for up to --grace
+seconds; a second one abandons them (they have no row, so a rerun sends them again).
 Exit status: 0 all done, 1 some prompts recorded as errors, 2 bad usage or setup,
 3 prompts remain (spend limit or --limit), 4 the server refused the key or the account
 (HTTP 401, 402, 403: nothing more is sent and those prompts get no row; fix it and re-run), 130 interrupted.
@@ -83,7 +103,7 @@ EFFORTS = ("xhigh", "high", "medium", "low", "minimal", "none")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("prompts", type=Path, help="JSONL, one {\"messages\": [...], \"tools\": [...], \"id\": ...} per line; - for stdin")
+    p.add_argument("prompts", type=Path, help="JSONL (.gz, .zst too), one {\"messages\": [...], \"tools\": [...], \"id\": ...} per line; - for stdin")
     p.add_argument("-o", "--output", type=_output, required=True, help="JSONL file to append rows to (created if missing; a regular file)")
     p.add_argument("--model", type=_non_empty, default="moonshotai/kimi-k2.5", help="OpenRouter model slug (default: %(default)s)")
 
@@ -121,9 +141,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
     g.add_argument("--no-usage-check", action="store_true", help="do not compare the rebuilt ids with the server's usage token counts")
     g.add_argument("--keep-server-call-ids", action="store_true", help="do not replace server-issued tool-call ids with functions.NAME:IDX")
-    g.add_argument("--max-cost", type=_number(float, 0), default=None, help="stop sending new prompts once this many USD are spent in this run")
+    g.add_argument("--max-cost", type=_number(float, 0), default=None, help="send no prompt whose answer (priced as the dearest one so far) would take this run past this many USD; stops when a cost is unknown")
     g.add_argument("--limit", type=_number(int, 0), default=None, help="send at most this many prompts in this run")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--retry-errors", action="store_true", help="send again the prompts whose last row in OUT is an error (by default error rows count as done)")
+    g.add_argument("--grace", type=_number(float, 0), default=30.0, help="seconds the requests in flight get to finish after a first Ctrl-C/SIGTERM (default: %(default)s)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar (also: TQDM_DISABLE=1)")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary on stderr unless something failed")
     g.add_argument("--no-fsync", action="store_true", help="do not fsync each row (faster; a power cut may lose recent rows)")
 
 
@@ -132,7 +155,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser(
         "generate",
         help="run a prompt file through OpenRouter into a resumable log with rebuilt ids (needs the openrouter extra)",
-        description=__doc__,
+        description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -148,6 +171,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("kimi-recon generate needs the openrouter extra: pip install 'kimi-recon[openrouter]'", file=sys.stderr)
         return 2
     from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
+    from .._pool import progress_disabled_by_env
     from .generate import GenerateConfig, run_generate
     from ..profiles import profile_for_model
     from .options import RequestOptions, provider_preferences, reasoning_settings
@@ -191,13 +215,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
         check_usage=not args.no_usage_check,
         max_cost=args.max_cost,
         limit=args.limit,
-        progress=not args.no_progress,
+        retry_errors=args.retry_errors,
+        grace_period=args.grace,
+        progress=not (args.no_progress or args.quiet or progress_disabled_by_env()),
         fsync=not args.no_fsync,
         app_url=args.app_url,
         app_title=args.app_title,
     )
     summary = run_generate(config, api_key)
-    print("\n".join(summary.lines()), file=sys.stderr)
+    if summary.exit_code != 0 or not args.quiet:
+        # provider names and error texts come from the server: escaped, so none can drive the terminal
+        print(terminal_safe("\n".join(summary.lines())), file=sys.stderr)
     return summary.exit_code
 
 
@@ -213,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sigterm_as_interrupt():  # a SIGTERM stops the run like Ctrl-C: rows written so far stay whole
             code: int = args.func(args)
     except (KimiReconError, OSError) as err:
-        print(f"kimi-recon: error: {err}", file=sys.stderr)
+        print(terminal_safe(f"kimi-recon: error: {err}"), file=sys.stderr)
         return 2
     return code
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import InvalidResponseError, OpenRouterError, redact, redact_text
+from .errors import MIN_SECRET_LENGTH, InvalidResponseError, OpenRouterError, redact, redact_text
 from .parse import assemble_stream, error_from_object, is_retryable_code, iter_sse_lines
 
 if TYPE_CHECKING:
@@ -38,6 +38,33 @@ def api_key_from_env(environ: Mapping[str, str] | None = None) -> str:
     key = (os.environ if environ is None else environ).get(API_KEY_ENV, "").strip()
     if not key:
         raise OpenRouterError(f"set {API_KEY_ENV} to your OpenRouter API key", code="no_api_key", kind="config")
+    return checked_api_key(key)
+
+
+def checked_api_key(key: str) -> str:
+    """``key``, if an HTTP header can carry it and it is long enough to be scrubbed from the output.
+
+    A key with a newline or a non-ASCII character cannot be sent at all: every request would fail in the
+    transport, one error row per prompt, each counted as done. The error names the position and the kind
+    of the character, never the character or any other part of the key.
+    """
+    if not isinstance(key, str) or not key:
+        raise OpenRouterError(f"the API key is empty; set {API_KEY_ENV}", code="bad_api_key", kind="config")
+    for position, char in enumerate(key, 1):
+        if not "!" <= char <= "~":
+            kind = "a line break" if char in "\r\n" else "a space or control character" if char.isspace() or ord(char) < 32 or ord(char) == 127 else "a non-ASCII character"
+            raise OpenRouterError(
+                f"the API key holds {kind} at character {position} of {len(key)}; an HTTP header can only carry "
+                f"printable ASCII (copied with a stray character? check {API_KEY_ENV})",
+                code="bad_api_key",
+                kind="config",
+            )
+    if len(key) < MIN_SECRET_LENGTH:
+        raise OpenRouterError(
+            f"the API key has {len(key)} characters; one shorter than {MIN_SECRET_LENGTH} cannot be kept out of the output",
+            code="bad_api_key",
+            kind="config",
+        )
     return key
 
 

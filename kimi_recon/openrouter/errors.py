@@ -38,6 +38,16 @@ MIN_SECRET_LENGTH = 8
 MIN_FRAGMENT = 8
 
 
+#: Prefixes that name a key's kind, not its secret: an 8-character piece of ``sk-or-v1-`` is no secret, and
+#: scrubbing it would rewrite every row that mentions OpenRouter's key format. Longest first.
+KEY_PREFIXES = ("sk-or-v1-", "sk-or-", "sk-proj-", "sk-")
+
+
+def key_prefix(secret: str) -> str:
+    """The known prefix of ``secret`` (``sk-or-v1-`` for an OpenRouter key), or ``""``."""
+    return next((prefix for prefix in KEY_PREFIXES if secret.startswith(prefix)), "")
+
+
 def redact(value: Any, secret: str | None, *, fragments: bool = False) -> Any:
     """``value`` with every occurrence of ``secret`` replaced, recursing into JSON-like containers.
 
@@ -56,34 +66,104 @@ def redact(value: Any, secret: str | None, *, fragments: bool = False) -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def _pieces(secret: str) -> frozenset[str]:
-    return frozenset(secret[i : i + MIN_FRAGMENT] for i in range(len(secret) - MIN_FRAGMENT + 1))
+def secret_pieces(secret: str) -> frozenset[str]:
+    """Every ``MIN_FRAGMENT``-character piece of the key's secret part (what follows :func:`key_prefix`)."""
+    if len(secret) < MIN_SECRET_LENGTH:
+        return frozenset()
+    part = secret[len(key_prefix(secret)) :]
+    return frozenset(part[i : i + MIN_FRAGMENT] for i in range(len(part) - MIN_FRAGMENT + 1))
+
+
+#: Anchors of :func:`holds_secret`: blocks of this many characters of the secret part, one every
+#: ``_ANCHOR_STEP``. Every ``MIN_FRAGMENT``-window of the part holds a whole block (4 + 5 - 1 <= 8).
+_ANCHOR_SIZE, _ANCHOR_STEP = 4, 5
+
+
+@functools.lru_cache(maxsize=4)
+def _anchors(secret: str) -> tuple[tuple[str, int], ...]:
+    """The blocks of the secret part with their offsets in it (see ``_ANCHOR_SIZE``)."""
+    part = secret[len(key_prefix(secret)) :]
+    if len(part) < MIN_FRAGMENT:
+        return ()
+    starts = range(0, len(part) - _ANCHOR_SIZE + 1, _ANCHOR_STEP)
+    return tuple((part[i : i + _ANCHOR_SIZE], i) for i in starts)
+
+
+@functools.lru_cache(maxsize=4)
+def _run_table(secret: str) -> bytes | None:
+    """A ``bytes.translate`` table marking (``\\x00``) the bytes of the secret part's characters and blanking
+    every other byte, or None when the part is not ASCII (then no byte stands for one character)."""
+    part = secret[len(key_prefix(secret)) :]
+    if not part.isascii():
+        return None
+    alphabet = set(part.encode())
+    return bytes(0 if b in alphabet else 32 for b in range(256))
+
+
+_RUN = b"\x00" * MIN_FRAGMENT
+
+
+def holds_secret(text: str, secret: str | None) -> bool:
+    """True when ``text`` holds the key or any ``MIN_FRAGMENT`` consecutive characters of its secret part.
+
+    Fast over a whole serialised row (it runs on every row written): a piece needs ``MIN_FRAGMENT``
+    characters in a row from the secret part's alphabet, which one ``translate`` and one search rule out
+    for almost every row (an id list has at most 6 digits in a row); only a text with such a run is
+    searched, one search per anchor block (~13), each hit checked against the pieces around it.
+    """
+    if not secret or len(secret) < MIN_SECRET_LENGTH:
+        return False
+    pieces = secret_pieces(secret)
+    if not pieces:  # a secret part too short for pieces: only the whole key is known to be secret
+        return secret in text
+    table = _run_table(secret)
+    if table is not None and _RUN not in text.encode("utf-8", "surrogatepass").translate(table):
+        return False
+    for block, _ in _anchors(secret):
+        at = text.find(block)
+        while at >= 0:
+            # A piece holding this block starts at most MIN_FRAGMENT - _ANCHOR_SIZE characters before it.
+            for start in range(max(0, at - (MIN_FRAGMENT - _ANCHOR_SIZE)), at + 1):
+                if text[start : start + MIN_FRAGMENT] in pieces:
+                    return True
+            at = text.find(block, at + 1)
+    return False
 
 
 def redact_text(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` and every stretch covered by ``MIN_FRAGMENT``-character pieces of it replaced.
+    """``text`` with ``secret`` and every stretch covered by ``MIN_FRAGMENT``-character pieces of its secret
+    part replaced (with the key's prefix, when it stands right before the stretch).
 
-    So a key cut anywhere (``text[:500]`` ending inside it, or starting inside it) leaves at most
-    ``MIN_FRAGMENT - 1`` of its characters. Linear in ``len(text)``; meant for error text, not whole rows.
+    So a key cut anywhere (``text[:500]`` ending inside it, or starting inside it, or a server quoting
+    only its first 20 characters) leaves at most ``MIN_FRAGMENT - 1`` characters of its secret part.
+    Linear in ``len(text)``; meant for single texts, not whole rows (:func:`holds_secret` finds those).
     """
     if not secret or len(secret) < MIN_SECRET_LENGTH:
         return text
     text = text.replace(secret, REDACTED)
-    pieces = _pieces(secret)
+    pieces = secret_pieces(secret)
+    if not any(piece in text for piece in pieces):
+        return text
+    prefix = key_prefix(secret)
     out: list[str] = []
     kept = 0  # text[:kept] is already in out
     start = end = -1  # the current run of covered characters
+
+    def close_run() -> None:
+        nonlocal kept
+        begin = start - len(prefix) if prefix and text[max(kept, start - len(prefix)) : start] == prefix else start
+        out.extend((text[kept:begin], REDACTED))
+        kept = end
+
     for i in range(len(text) - MIN_FRAGMENT + 1):
         if text[i : i + MIN_FRAGMENT] in pieces:
             if i > end:  # a new run
                 if end >= 0:
-                    out += [text[kept:start], REDACTED]
-                    kept = end
+                    close_run()
                 start = i
             end = i + MIN_FRAGMENT
-    if end < 0:
-        return text
-    out += [text[kept:start], REDACTED, text[end:]]
+    close_run()
+    out.append(text[kept:])
     return "".join(out)
 
 

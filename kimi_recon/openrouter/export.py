@@ -1,42 +1,60 @@
 """``kimi-recon export``: the training rows held in a ``generate`` log, in the trainers' plain row format.
 
 The log stays what it is (one resumable row per prompt, with the raw response and its bookkeeping);
-export reads it and gives one :class:`~kimi_recon._training_rows.SampleResult` per log row: a training
+export reads it and gives one :class:`~kimi_recon._training_rows.SampleResult` per prompt: a training
 row for an ``ok`` row that carries its sample (``generate --training-sample``, or ``--prompt-ids``
-together with ``output_ids``), an error with the reason for everything else. Nothing is dropped.
+together with ``output_ids``), an error with the reason for everything else. Nothing is dropped; an
+error row that a later retry of the same prompt (``--retry-errors``) superseded is history, not a result.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .._io import is_stdio, read_lines
+from .._records import _parse_line
 from .._training_rows import SampleResult, _failure, row_of_sample
 from ..dataset import iter_jsonl, record_id
-from ..errors import InvalidInputError
+from .._ids import check_ids
+from ..errors import InvalidInputError, preview
 from ..flags import flag_codes_text, flags_from_json
+from ..tokenizer import KimiTokenizer, load_tokenizer
 from ..training import TrainingSample
 
 
-def _ids(value: object, field: str) -> list[int]:
+def _ids(value: object, field: str, tokenizer: KimiTokenizer | None = None) -> list[int]:
+    if tokenizer is not None:
+        return check_ids(value, tokenizer, field)
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise InvalidInputError("must be a list of token ids", field=field)
     return value
 
 
-def _sample(row: Mapping[str, Any]) -> TrainingSample:
+def _sample(row: Mapping[str, Any], tokenizer: KimiTokenizer | None = None) -> TrainingSample:
+    """The row's sample, checked as :func:`~kimi_recon._training_rows.row_of_sample` needs it: a trainer
+    reads these columns as they are, so a wrong id, mask value or prompt length would be trained on."""
     sample = row.get("sample")
     if isinstance(sample, Mapping):
-        input_ids = _ids(sample.get("input_ids"), "sample.input_ids")
+        input_ids = _ids(sample.get("input_ids"), "sample.input_ids", tokenizer)
         loss_mask = _ids(sample.get("loss_mask"), "sample.loss_mask")
         prompt_len = sample.get("prompt_len")
-        if len(loss_mask) != len(input_ids) or not isinstance(prompt_len, int):
-            raise InvalidInputError("is not a training sample: input_ids and loss_mask differ in length", field="sample")
+        if len(loss_mask) != len(input_ids):
+            raise InvalidInputError(
+                f"is not a training sample: input_ids ({len(input_ids)}) and loss_mask ({len(loss_mask)}) differ in length", field="sample"
+            )
+        if not set(loss_mask) <= {0, 1}:
+            raise InvalidInputError(f"must hold only 0 and 1, found {sorted(set(loss_mask) - {0, 1})[:5]}", field="sample.loss_mask")
+        if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or not 0 <= prompt_len <= len(input_ids):
+            raise InvalidInputError(f"must be an integer from 0 to {len(input_ids)} (the ids' length), got {preview(prompt_len)}", field="sample.prompt_len")
+        if any(loss_mask[:prompt_len]):
+            raise InvalidInputError("trains on the prompt: loss_mask is 1 before prompt_len", field="sample.loss_mask")
         return TrainingSample(input_ids, loss_mask, prompt_len)
     if row.get("prompt_ids") is not None and row.get("output_ids") is not None:
-        prompt, output = _ids(row["prompt_ids"], "prompt_ids"), _ids(row["output_ids"], "output_ids")
+        prompt, output = _ids(row["prompt_ids"], "prompt_ids", tokenizer), _ids(row["output_ids"], "output_ids", tokenizer)
         return TrainingSample(prompt + output, [0] * len(prompt) + [1] * len(output), len(prompt))
     raise InvalidInputError(
         "holds no training sample: run generate with --training-sample (or --prompt-ids), or rebuild it with "
@@ -45,8 +63,12 @@ def _sample(row: Mapping[str, Any]) -> TrainingSample:
     )
 
 
-def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = False, skip_truncated: bool = False) -> dict[str, Any]:
-    """The training row of one ``generate`` log row; raises :class:`InvalidInputError` saying why there is none."""
+def log_row_to_training_row(
+    row: Mapping[str, Any], *, skip_flagged: bool = False, skip_truncated: bool = False, tokenizer: KimiTokenizer | None = None
+) -> dict[str, Any]:
+    """The training row of one ``generate`` log row; raises :class:`InvalidInputError` saying why there is none.
+
+    With ``tokenizer``, every id must be in its vocabulary (:func:`~kimi_recon.compare.check_ids`)."""
     if row.get("status") != "ok":
         error = row.get("error")
         message = error.get("message") if isinstance(error, Mapping) else error
@@ -57,25 +79,95 @@ def log_row_to_training_row(row: Mapping[str, Any], *, skip_flagged: bool = Fals
         raise InvalidInputError(f"is flagged ({flag_codes_text(flags).replace(',', ', ')}) and --skip-flagged is set", field="flags")
     if skip_truncated and row.get("truncated"):
         raise InvalidInputError("the turn was cut (truncated) and --skip-truncated is set", field="truncated")
-    training = row_of_sample(_sample(row), record_id(row))
+    training = row_of_sample(_sample(row, tokenizer), record_id(row))
     training["flags"] = flag_codes_text(flags)  # the log's flags: the adapter's and the rebuild's
     counts = row.get("token_counts")
     training["token_counts"] = json.dumps(counts) if isinstance(counts, Mapping) else ""
     return training
 
 
+#: The head of a row as ``generate`` writes it (``id`` first, then ``status``): read without parsing the row.
+_ROW_HEAD = re.compile(rb'\{"id": ("(?:[^"\\]|\\.)*"), "status": "(\w+)"')
+
+
+def _head(raw: bytes) -> tuple[str, bool] | None:
+    """The id of a log line and whether its status is ``ok``, or None for a line that is not a row."""
+    match = _ROW_HEAD.match(raw)
+    if match is not None:
+        return str(json.loads(match.group(1))), match.group(2) == b"ok"
+    record = _parse_line(raw, None)  # a row written otherwise (by hand, by an older version)
+    if isinstance(record, InvalidInputError) or record_id(record) is None:
+        return None
+    return str(record_id(record)), record.get("status") == "ok"
+
+
+def superseded_lines(log: str | os.PathLike[str]) -> frozenset[int]:
+    """The line numbers of the error rows of a ``generate`` log that a later row of the same prompt
+    superseded (``generate --retry-errors``): a prompt's outcome is its last row."""
+    last: dict[str, tuple[int, bool]] = {}  # id -> (line of its latest row, whether that row is ok)
+    superseded: set[int] = set()
+    for line_no, raw in enumerate(read_lines(log), 1):  # the bounded reader, so line numbers match iter_jsonl's
+        head = _head(raw) if raw.strip() else None
+        if head is None:
+            continue
+        rid, ok = head
+        previous = last.get(rid)
+        if previous is not None and not previous[1]:
+            superseded.add(previous[0])
+        last[rid] = (line_no, ok)
+    return frozenset(superseded)
+
+
 def export_rows(
-    log: str | os.PathLike[str], *, skip_flagged: bool = False, skip_truncated: bool = False
+    log: str | os.PathLike[str],
+    *,
+    skip_flagged: bool = False,
+    skip_truncated: bool = False,
+    tokenizer: KimiTokenizer | None = None,
 ) -> Iterator[SampleResult]:
-    """A result per non-blank line of a ``generate`` log, in order (see the module doc)."""
+    """A result per non-blank line of a ``generate`` log, in order (see the module doc), except the error
+    rows that a later row of the same prompt superseded (:func:`superseded_lines`): they are history.
+    ``tokenizer`` (default: the bundled one) is the vocabulary every id is checked against.
+
+    The log is read twice (once for the ids, then for the rows); from stdin, which can be read only once,
+    the failures of error rows wait until the end of the log instead and then follow in log order.
+    """
+    tok = tokenizer if tokenizer is not None else load_tokenizer()
+    if not is_stdio(log):
+        skip = superseded_lines(log)
+        for result in _results(log, skip_flagged, skip_truncated, tok, held=None):
+            if result.line not in skip:
+                yield result
+        return
+    held: dict[str, SampleResult] = {}
+    yield from _results(log, skip_flagged, skip_truncated, tok, held=held)
+    yield from sorted(held.values(), key=lambda result: result.index)
+
+
+def _results(
+    log: str | os.PathLike[str],
+    skip_flagged: bool,
+    skip_truncated: bool,
+    tok: KimiTokenizer,
+    *,
+    held: dict[str, SampleResult] | None,
+) -> Iterator[SampleResult]:
+    """A result per line; with ``held``, an error row's failure is kept there (by id) until a later row of
+    its prompt replaces it, instead of being yielded."""
     for index, (line, row) in enumerate(iter_jsonl(log)):
         if isinstance(row, InvalidInputError):  # a line that is not a JSON object
             yield _failure(index, line, None, row)
             continue
         rid = record_id(row)
+        if held is not None and rid is not None:
+            held.pop(rid, None)  # superseded by this row
         try:
-            training = log_row_to_training_row(row, skip_flagged=skip_flagged, skip_truncated=skip_truncated)
+            training = log_row_to_training_row(row, skip_flagged=skip_flagged, skip_truncated=skip_truncated, tokenizer=tok)
         except InvalidInputError as err:
-            yield _failure(index, line, rid, err)
+            failure = _failure(index, line, rid, err)
+            if held is not None and rid is not None and row.get("status") != "ok":
+                held[rid] = failure
+            else:
+                yield failure
             continue
         yield SampleResult(index, line, rid, training)

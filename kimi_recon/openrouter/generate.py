@@ -7,13 +7,15 @@ return an outcome and never raise. The main thread is the single writer: it rebu
 the row and appends it, one flushed line per prompt, before counting the prompt done. Every prompt
 handed out therefore ends as exactly one row (``ok`` or ``error``) or, if the process dies first or the
 server refuses the key or the account (401, 402, 403: the run then stops sending), as no row at all, and
-the next run sends it again.
+the next run sends it again. A first SIGINT/SIGTERM stops the sending and gives the requests in flight
+``grace_period`` seconds to end as rows; a second one abandons them.
 """
 
 from __future__ import annotations
 
 import math
 import queue
+import signal
 import sys
 import threading
 import time
@@ -29,13 +31,13 @@ from ..models import AssistantTurn
 from ..profiles import get_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile
 from ..usage_stats import TokenCountTally
-from .client import DEFAULT_BASE_URL, Fetched, fetch, make_client, retry_after_200
-from .errors import InvalidResponseError, OpenRouterError, redact_text, refuses_the_account
+from .client import DEFAULT_BASE_URL, Fetched, checked_api_key, fetch, make_client, retry_after_200
+from .errors import InvalidResponseError, OpenRouterError, holds_secret, redact_text, refuses_the_account
 from .options import RequestOptions, request_kwargs
-from .output import OutputFile
+from .output import OutputFile, without_secret
 from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_openrouter
 from .prompts import BadPrompt, Prompt, read_prompts
-from .rows import CallInfo, Rebuilt, Reconstructor, error_row, ok_row
+from .rows import CallInfo, Rebuilt, Reconstructor, cost_unknown, error_row, ok_row
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -69,6 +71,10 @@ class GenerateConfig:
     fsync: bool = True
     app_url: str | None = None
     app_title: str | None = None
+    #: Send again the prompts whose last row is an error (the new row is appended; the old one stays as history).
+    retry_errors: bool = False
+    #: Seconds the requests in flight get to finish after a first SIGINT/SIGTERM (their answers may be paid for).
+    grace_period: float = 30.0
 
     def __post_init__(self) -> None:
         """Every setting checked before anything is sent: a bad one would turn every prompt into an error
@@ -78,6 +84,7 @@ class GenerateConfig:
         _require(_is_number(self.timeout) and self.timeout > 0, "timeout", "a number of seconds above 0", self.timeout)
         _require(_is_number(self.retry_base_delay) and self.retry_base_delay >= 0, "retry_base_delay", "a number of 0 or more", self.retry_base_delay)
         _require(self.limit is None or (_is_int(self.limit) and self.limit >= 0), "limit", "an integer of 0 or more", self.limit)
+        _require(_is_number(self.grace_period) and self.grace_period >= 0, "grace_period", "a number of seconds of 0 or more", self.grace_period)
         _require(self.max_cost is None or (_is_number(self.max_cost) and self.max_cost >= 0), "max_cost", "a number of 0 or more", self.max_cost)
         _require(
             isinstance(self.base_url, str) and self.base_url.startswith(("http://", "https://")),
@@ -123,6 +130,8 @@ class RunSummary:
     refused: bool = False
     #: The usage check over this run's rows (:meth:`kimi_recon.usage_stats.TokenCountTally.to_dict`).
     token_counts: Mapping[str, Any] = field(default_factory=dict)
+    #: Rows of this run that may have been paid for but carry no usable cost (not in ``cost``).
+    cost_unknown: int = 0
 
     def line(self) -> str:
         parts = [
@@ -132,6 +141,8 @@ class RunSummary:
             f"{self.remaining} remaining",
             f"${self.cost:.4f} spent this run",
         ]
+        if self.cost_unknown:
+            parts.append(f"cost unknown for {self.cost_unknown} rows")
         if self.repaired_tail:
             parts.append(f"torn last row {self.repaired_tail.replace('_', ' ')}")
         if self.stopped:
@@ -234,8 +245,37 @@ def _exchange(client: OpenAI, prompt: Prompt, options: RequestOptions, config: G
     return _Outcome(prompt, response=fetched.response, turn=turn, call=call())
 
 
+#: The text of rebuilt ids (the run's tokenizer), to look for the key in what the ids would spell.
+Decoder = Callable[[list[int]], str]
+
+
+def _ids_hold_secret(row: Mapping[str, Any], decode: Decoder, secret: str) -> bool:
+    """True when the ids of ``row`` decode to text holding the key or a piece of it. The row's text fields
+    are searched when it is written; the ids also spell the prompt, which the row does not carry.
+
+    One decode per row: the sample's ``input_ids`` are the prompt ids then the output ids, and without a
+    sample the two lists are decoded as one (a piece across their boundary would only be a false alarm).
+    """
+    sample = row.get("sample")
+    ids = sample.get("input_ids") if isinstance(sample, Mapping) else None
+    if not isinstance(ids, list):
+        ids = [*(row.get("prompt_ids") or ()), *(row.get("output_ids") or ())]
+    if not ids:
+        return False
+    try:
+        text = decode(ids)
+    except Exception:  # ids the tokenizer cannot decode spell nothing to look for
+        return False
+    return holds_secret(text, secret)
+
+
 def _row_for(
-    outcome: _Outcome, options: RequestOptions, config: GenerateConfig, rebuild: Reconstructor | None, secret: str
+    outcome: _Outcome,
+    options: RequestOptions,
+    config: GenerateConfig,
+    rebuild: Reconstructor | None,
+    secret: str,
+    decode: Decoder | None = None,
 ) -> dict[str, Any]:
     """The output row of one outcome; reconstruction failures keep the response (it was paid for)."""
     prompt = outcome.prompt
@@ -254,7 +294,10 @@ def _row_for(
         return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
     if rebuilt is not None and config.check_usage:
         rebuilt = _with_usage_check(rebuilt, outcome, turn, config.profile)
-    return ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
+    row = ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
+    if decode is not None and _ids_hold_secret(row, decode, secret):
+        return without_secret(row)
+    return row
 
 
 def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, profile: str) -> Rebuilt:
@@ -275,15 +318,20 @@ def _bad_prompt_row(bad: BadPrompt, model: str) -> dict[str, Any]:
     return error_row(bad.id, model, {"type": "invalid_prompt", "code": None, "message": bad.message}, line=bad.line)
 
 
-def _rebuilders(config: GenerateConfig, reconstructor: Reconstructor | None) -> tuple[Reconstructor | None, PromptCounter | None]:
-    """The run's reconstructor and prompt counter (for the usage check), the tokenizer loaded once for both."""
+def _rebuilders(
+    config: GenerateConfig, reconstructor: Reconstructor | None
+) -> tuple[Reconstructor | None, PromptCounter | None, Decoder | None]:
+    """The run's reconstructor, prompt counter (for the usage check) and the decoder of its ids, the
+    tokenizer loaded once for all three. A reconstructor passed in brings no decoder."""
     rebuild = reconstructor
     tokenizer: str | KimiTokenizer | None = config.tokenizer
+    decode: Decoder | None = None
     if rebuild is None and config.reconstruct:
-        from ..tokenizer import load_tokenizer
+        from ..tokenizer import load_tokenizer, tokenizer_for_profile
         from .rebuild import make_reconstructor
 
         tokenizer = load_tokenizer(config.tokenizer) if config.tokenizer is not None else None
+        decode = tokenizer_for_profile(tokenizer, config.profile).decode
         rebuild = make_reconstructor(
             profile=config.profile,
             thinking=config.options.thinking,
@@ -297,7 +345,54 @@ def _rebuilders(config: GenerateConfig, reconstructor: Reconstructor | None) -> 
         from .rebuild import make_prompt_counter
 
         count_prompt = make_prompt_counter(profile=config.profile, thinking=config.options.thinking, tokenizer=tokenizer)
-    return rebuild, count_prompt
+    return rebuild, count_prompt, decode
+
+
+@dataclass
+class _Spend:
+    """What this run spent, and whether ``--max-cost`` lets another prompt go out.
+
+    The limit is kept with the dearest answer so far as the price of each request in flight: a prompt is
+    sent only while ``spent + in_flight * dearest`` is under the limit, and until one answer has a cost,
+    one prompt at a time is in flight. With answers of $1 and a limit of $3, three prompts are sent,
+    whatever the concurrency. A row that may have been paid for but carries no usable cost (none, a NaN,
+    an infinity, a negative, a string) makes the spend unknown: with a limit, sending stops there.
+    """
+
+    max_cost: float | None
+    secret: str | None = None  # the reason quotes the server's cost, which is printed: scrubbed like any server text
+    spent: float = 0.0
+    dearest: float | None = None
+    unknown: str | None = None  # why the spend became unknown (the first row without a usable cost)
+    unknown_rows: int = 0
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        cost = row.get("cost")
+        if isinstance(cost, float):  # rows.cost_of: finite and 0 or more
+            self.spent += cost
+            if row.get("usage") is not None:
+                self.dearest = max(cost, self.dearest or 0.0)
+        elif cost_unknown(row):
+            self.unknown_rows += 1
+            if self.unknown is None:
+                why = row.get("cost_invalid") or "it reported no usage.cost"
+                self.unknown = redact_text(f"prompt {row.get('id')!r}: {why}", self.secret)
+
+    def stop_reason(self) -> str | None:
+        if self.max_cost is None:
+            return None
+        if self.unknown is not None:
+            return f"the spend is unknown ({self.unknown}), so the spend limit ${self.max_cost} cannot be kept"
+        if self.spent >= self.max_cost:
+            return f"spend limit ${self.max_cost} reached"
+        return None
+
+    def may_send(self, in_flight: int) -> bool:
+        if self.max_cost is None:
+            return True
+        if self.dearest is None:
+            return in_flight == 0  # the first priced answer sizes the rest
+        return self.spent + in_flight * self.dearest < self.max_cost
 
 
 def run_generate(
@@ -317,6 +412,7 @@ def run_generate(
 
     err_stream = stderr if stderr is not None else sys.stderr
     options = config.options
+    api_key = checked_api_key(api_key)  # a key no request can carry would make every prompt an error row
     check_input(config.prompts, "prompts")
     refuse_output_is_input(config.output, [config.prompts])
     items = read_prompts(config.prompts, secret=api_key)
@@ -324,14 +420,15 @@ def run_generate(
     out.lock_existing()  # a rival run on the same file is refused now, not after the tokenizer has loaded
     try:
         # A bad --tokenizer fails here, before the output is created or changed.
-        rebuild, count_prompt = _rebuilders(config, reconstructor)
+        rebuild, count_prompt, decode = _rebuilders(config, reconstructor)
     except BaseException:
         out.close()
         raise
     with out:
         state = out.state
         assert state is not None
-        todo = [item for item in items if item.id not in state.done]
+        done = state.done - state.failed if config.retry_errors else state.done
+        todo = [item for item in items if item.id not in done]
         already = len(items) - len(todo)
         if config.limit is not None:
             todo = todo[: config.limit]
@@ -348,26 +445,25 @@ def run_generate(
 
         counts = {"ok": 0, "errors": 0, "written": 0}
         tally = TokenCountTally()
-        spent = 0.0
+        budget = _Spend(config.max_cost, api_key)
         tokens = 0
         started = time.monotonic()
         bar = tqdm(total=len(todo), unit="prompt", file=err_stream, disable=not (config.progress and todo), dynamic_ncols=True)
 
         def write(row: dict[str, Any]) -> None:
-            nonlocal spent, tokens
+            nonlocal tokens
             status = out.append(row)  # may differ from the row's: e.g. a response that echoed the key
             counts["written"] += 1
             counts["ok" if status == "ok" else "errors"] += 1
             if status == "ok":
                 tally.add(row.get("provider"), TokenCounts.from_dict(row.get("token_counts")))
-            if isinstance(row.get("cost"), float):
-                spent += row["cost"]
+            budget.add(row)
             usage = row.get("usage")
             if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
                 tokens += usage["completion_tokens"]
             bar.update(1)
             rate = tokens / max(time.monotonic() - started, 1e-9)
-            bar.set_postfix(ok=counts["ok"], err=counts["errors"], spent=f"${spent:.4f}", tok_s=f"{rate:.0f}", refresh=False)
+            bar.set_postfix(ok=counts["ok"], err=counts["errors"], spent=f"${budget.spent:.4f}", tok_s=f"{rate:.0f}", refresh=False)
 
         stopped: str | None = None
         refused = False
@@ -378,8 +474,9 @@ def run_generate(
                     write(_bad_prompt_row(item, options.model))
                 else:
                     pending.append(item)
-            stopped, refused = _dispatch(pending, config, client, options, api_key, rebuild, write, lambda: spent, count_prompt)
-        except KeyboardInterrupt:
+            run = _Run(config, client, options, api_key, rebuild, count_prompt, decode, err_stream)
+            stopped, refused = _dispatch(pending, run, write, budget)
+        except KeyboardInterrupt:  # a second signal, or one outside the dispatch: in-flight requests are abandoned
             stopped = "interrupted"
         finally:
             bar.close()
@@ -389,35 +486,73 @@ def run_generate(
             written=counts["written"],
             ok=counts["ok"],
             errors=counts["errors"],
-            cost=spent,
+            cost=budget.spent,
             remaining=len(items) - already - counts["written"],
             stopped=stopped,
             repaired_tail=state.repaired_tail,
             refused=refused,
             token_counts=tally.to_dict(),
+            cost_unknown=budget.unknown_rows,
         )
     return summary
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What the workers and the writer of one run share."""
+
+    config: GenerateConfig
+    client: OpenAI
+    options: RequestOptions
+    secret: str
+    rebuild: Reconstructor | None
+    count_prompt: PromptCounter | None
+    decode: Decoder | None
+    err_stream: TextIO
+
+
+class _Signals:
+    """SIGINT and SIGTERM during the dispatch: the first one stops sending and lets the requests in flight
+    finish (their answers may already be paid for); a second one raises ``KeyboardInterrupt`` at once.
+
+    Only the main thread can install handlers; elsewhere the first signal interrupts as it always did."""
+
+    def __init__(self) -> None:
+        self.first = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.first.is_set():
+            raise KeyboardInterrupt
+        self.first.set()
+
+
 def _dispatch(
     prompts: list[Prompt],
-    config: GenerateConfig,
-    client: OpenAI,
-    options: RequestOptions,
-    secret: str,
-    rebuild: Reconstructor | None,
+    run: _Run,
     write: Callable[[dict[str, Any]], None],
-    spent: Callable[[], float],
-    count_prompt: PromptCounter | None = None,
+    budget: _Spend,
 ) -> tuple[str | None, bool]:
     """Feed ``prompts`` to worker threads, ``concurrency`` at a time, writing each row as it completes;
     return why sending stopped early (or None) and whether the server refused the key or the account.
 
-    Workers are daemon threads: on an interrupt the writer returns at once and requests still in flight
-    are abandoned (they have no row, so the next run sends them again). When the server refuses the key
-    or the account, nothing new is sent; the requests in flight finish and their rows are written (they
-    may have been paid for), except those refused the same way, which get no row and stay to be sent.
+    Workers are daemon threads. On a first SIGINT/SIGTERM nothing new is sent and the requests in flight
+    get ``grace_period`` seconds to finish and be written; a second signal (or the end of the grace period)
+    abandons the rest (they have no row, so the next run sends them again). When the server refuses the
+    key or the account, nothing new is sent; the requests in flight finish and their rows are written
+    (they may have been paid for), except those refused the same way, which get no row and stay to be sent.
     """
+    config = run.config
     work: queue.Queue[Prompt | None] = queue.Queue()
     results: queue.Queue[_Outcome] = queue.Queue()
 
@@ -426,7 +561,7 @@ def _dispatch(
             prompt = work.get()
             if prompt is None:
                 return
-            results.put(_fetch_one(client, prompt, options, config, secret, count_prompt))
+            results.put(_fetch_one(run.client, prompt, run.options, config, run.secret, run.count_prompt))
 
     n_workers = min(config.concurrency, len(prompts))
     for _ in range(n_workers):
@@ -436,34 +571,46 @@ def _dispatch(
     in_flight = 0
     stopped: str | None = None
     refused = False
+    deadline: float | None = None  # after a first signal: when the requests in flight are abandoned
     try:
-        while next_index < len(prompts) or in_flight:
-            over_budget = config.max_cost is not None and spent() >= config.max_cost
-            if over_budget and stopped is None:
-                stopped = f"spend limit ${config.max_cost} reached"
-            while stopped is None and next_index < len(prompts) and in_flight < config.concurrency:
-                work.put(prompts[next_index])
-                next_index += 1
-                in_flight += 1
-            if not in_flight:
-                break
-            try:
-                outcome = results.get(timeout=0.5)  # a timeout keeps Ctrl-C responsive
-            except queue.Empty:
-                continue
-            in_flight -= 1
-            if outcome.refused:
-                # No row: an error row would count as done, and a rerun with a fixed key must send this prompt.
-                if not refused:
-                    refused, stopped = True, _refused_reason(outcome)
-                continue
-            try:
-                row = _row_for(outcome, options, config, rebuild, secret)
-            except Exception as err:  # never lose a prompt to a bug in row building
-                message = redact_text(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", secret)
-                error = {"type": "internal", "code": None, "message": message}
-                row = error_row(outcome.prompt.id, options.model, error, line=outcome.prompt.line, response=outcome.response)
-            write(row)
+        with _Signals() as signals:
+            while next_index < len(prompts) or in_flight:
+                if signals.first.is_set() and deadline is None:
+                    stopped, deadline = "interrupted", time.monotonic() + config.grace_period
+                    if in_flight:
+                        print(
+                            f"\ngenerate: interrupted; waiting up to {config.grace_period:g} s for the {in_flight} "
+                            "requests in flight (they may be paid for); interrupt again to abandon them",
+                            file=run.err_stream,
+                            flush=True,
+                        )
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                if stopped is None:
+                    stopped = budget.stop_reason()
+                while stopped is None and next_index < len(prompts) and in_flight < config.concurrency and budget.may_send(in_flight):
+                    work.put(prompts[next_index])
+                    next_index += 1
+                    in_flight += 1
+                if not in_flight:
+                    break
+                try:
+                    outcome = results.get(timeout=0.2)  # a timeout keeps signals and the grace period responsive
+                except queue.Empty:
+                    continue
+                in_flight -= 1
+                if outcome.refused:
+                    # No row: an error row would count as done, and a rerun with a fixed key must send this prompt.
+                    if not refused:
+                        refused, stopped = True, _refused_reason(outcome)
+                    continue
+                try:
+                    row = _row_for(outcome, run.options, config, run.rebuild, run.secret, run.decode)
+                except Exception as err:  # never lose a prompt to a bug in row building
+                    message = redact_text(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", run.secret)
+                    error = {"type": "internal", "code": None, "message": message}
+                    row = error_row(outcome.prompt.id, run.options.model, error, line=outcome.prompt.line, response=outcome.response)
+                write(row)
     finally:
         for _ in range(n_workers):
             work.put(None)

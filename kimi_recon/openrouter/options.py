@@ -17,6 +17,15 @@ from .prompts import Prompt
 #: Keys callers may not set through ``extra_body``, because the adapter owns them.
 _RESERVED = frozenset({"model", "messages", "tools", "stream"})
 
+#: Body objects the adapter sets itself, which ``extra_body`` would replace whole (the SDK merges only the
+#: top level): ``usage.include`` brings the cost ``--max-cost`` counts and the token counts the usage check
+#: compares; ``reasoning`` decides whether the ids are rebuilt with thinking, and ``exclude`` must stay off.
+_OWNED = {
+    "usage": "the adapter always asks for usage.include=true (costs for --max-cost, token counts for the usage check)",
+    "reasoning": "set it with RequestOptions.reasoning (--no-thinking, --reasoning-effort, --reasoning-max-tokens): "
+    "the ids are rebuilt with or without thinking from it, and reasoning.exclude would drop the text they need",
+}
+
 
 def provider_preferences(
     *,
@@ -79,6 +88,11 @@ class RequestOptions:
         clash = _RESERVED.intersection(self.extra_body)
         if clash:
             raise InvalidInputError(f"extra_body may not set {sorted(clash)}", field="extra_body")
+        for name, why in _OWNED.items():
+            if name in self.extra_body:
+                raise InvalidInputError(f"extra_body may not set {name!r}: {why}", field=f"extra_body.{name}")
+        if self.reasoning is not None and self.reasoning.get("exclude", False) is not False:
+            raise InvalidInputError("reasoning.exclude must be false: excluded reasoning cannot be rebuilt", field="reasoning.exclude")
         if self.top_logprobs is not None and not self.logprobs:
             raise InvalidInputError("top_logprobs needs logprobs", field="top_logprobs")
 

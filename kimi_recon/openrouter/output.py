@@ -11,13 +11,15 @@ Guarantees, and how they are kept:
   checked: a complete row just missing its newline gets the newline; anything else is cut off, because
   it is not a row and its prompt was therefore never done.
 * **No prompt twice.** The ids already in the file are read after the lock is taken, and the run skips
-  them; rows are written only by the lock holder.
+  them; rows are written only by the lock holder. The one exception is a retry (``--retry-errors``): a
+  prompt whose last row is an error may get another row; a prompt's outcome is its last row.
 * **Every row writable.** A row is always written (:func:`encode_row`), so a paid-for response is never
   requested again: lone UTF-16 surrogates are written as ``\\udXXX`` JSON escapes (the same string when
   read back) and the row is flagged; a row that cannot be serialised at all becomes an error row.
-* **No key on disk.** The serialised row is searched once for the API key. A key the server echoed is
-  replaced by ``[REDACTED]``; since the rebuilt ids of such a turn would still encode the key, they are
-  dropped and the row is recorded as an ``api_key_in_response`` error (the redacted response is kept).
+* **No key on disk.** The serialised row is searched for the API key and for every 8-character piece of
+  its secret part (a server may echo the key cut short). A row that holds any is scrubbed text by text
+  (``[REDACTED]``); since the rebuilt ids of such a turn would still encode the key, they are dropped and
+  the row is recorded as an ``api_key_in_response`` error (the scrubbed response is kept).
 * **Only regular files.** A device (``/dev/full``), a FIFO or a directory is refused: the file is read
   back to resume, and a device never ends.
 """
@@ -25,10 +27,11 @@ Guarantees, and how they are kept:
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -37,9 +40,10 @@ from .._io import SURROGATE
 from .._io import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
 from ..errors import InvalidInputError, OutputFileError
 from ..flags import Flag, FlagCode, flags_to_json
-from .errors import MIN_SECRET_LENGTH, REDACTED
+from .errors import MIN_SECRET_LENGTH, holds_secret, redact
 from .errors import OutputLockedError as OutputLockedError  # defined with the adapter's errors; importable here as before
 from .parse import join_surrogate_pairs
+from .rows import cost_of
 
 try:  # flock is POSIX; elsewhere the single-writer rule is the user's to keep
     import fcntl
@@ -57,14 +61,16 @@ def _flagged(row: Mapping[str, Any], code: FlagCode, message: str) -> dict[str, 
     return {**row, "flags": [*flags, *flags_to_json([Flag(code, message)])]}
 
 
-def _secret_needles(secret: str | None) -> tuple[str, ...]:
+def _holds_secret(line: str, secret: str | None) -> bool:
+    """True when the serialised ``line`` holds the key or a ``MIN_FRAGMENT``-character piece of its secret part,
+    as written or JSON-escaped (a key with a ``"`` or ``\\`` would be escaped in the line)."""
     if not secret or len(secret) < MIN_SECRET_LENGTH:
-        return ()
-    escaped = to_json_line(secret)[1:-1]  # the key as it appears inside a JSON string
-    return (secret,) if escaped == secret else (secret, escaped)
+        return False
+    escaped = to_json_line(secret)[1:-1]
+    return holds_secret(line, secret) or (escaped != secret and holds_secret(line, escaped))
 
 
-def _without_secret(row: Mapping[str, Any]) -> dict[str, Any]:
+def without_secret(row: Mapping[str, Any]) -> dict[str, Any]:
     """The row of a response that held the key: no ids (they would encode it), recorded as an error."""
     kept = {k: v for k, v in row.items() if k not in _ID_FIELDS}
     if kept.get("status") == "ok":
@@ -72,18 +78,30 @@ def _without_secret(row: Mapping[str, Any]) -> dict[str, Any]:
         kept["error"] = {
             "type": "api_key_in_response",
             "code": None,
-            "message": "the response holds the API key: it is redacted in the text, and the rebuilt ids, which "
-            "would encode it, were not written",
+            "message": "the response holds the API key or a piece of it: it is redacted in the text, and the "
+            "rebuilt ids, which would encode it, were not written",
         }
-    return _flagged(kept, FlagCode.API_KEY_IN_TEXT, "the API key appeared in this row's text and was redacted")
+    return _flagged(kept, FlagCode.API_KEY_IN_TEXT, "the API key (or a piece of it) appeared in this row's text and was redacted")
 
 
-def _redacted_line(row: Mapping[str, Any], needles: tuple[str, ...]) -> str:
-    """``row`` serialised, each of ``needles`` (the key's forms, :func:`_secret_needles`) replaced."""
-    line = to_json_line(row)
-    for needle in needles:
-        line = line.replace(needle, REDACTED)
-    return line
+def _redacted(row: Mapping[str, Any], secret: str) -> tuple[dict[str, Any], str]:
+    """The row with every text scrubbed of the key and its pieces (keys of objects too), and its line.
+
+    When the line still holds a piece (one formed across two texts, or a key that JSON escapes), the
+    response goes too: no row may carry any of the key."""
+    scrubbed = without_secret(redact(dict(row), secret, fragments=True))
+    line = to_json_line(scrubbed)
+    if _holds_secret(line, secret):
+        scrubbed = {k: v for k, v in scrubbed.items() if k not in ("response", "usage", "provider")}
+        scrubbed["response"] = None
+        error = scrubbed.get("error")
+        scrubbed["error"] = {
+            "type": "api_key_in_response",
+            "code": error.get("code") if isinstance(error, Mapping) and isinstance(error.get("code"), (int, str)) else None,
+            "message": "the response holds pieces of the API key that could not be scrubbed apart; it was not written",
+        }
+        line = to_json_line(scrubbed)
+    return scrubbed, line
 
 
 def _unwritable(row: Mapping[str, Any], err: BaseException) -> dict[str, Any]:
@@ -107,6 +125,26 @@ def encode_row(row: Mapping[str, Any], secret: str | None = None) -> bytes:
     return _encode(row, secret)[1]
 
 
+def _is_strict_json(row: Mapping[str, Any]) -> bool:
+    try:
+        json.dumps(row, allow_nan=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each NaN or infinity (which a server's body may hold: Python reads them) as the string
+    JSON's non-standard form spells it: a strict reader (``jq``, JavaScript, Arrow) fails on the bare word."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, Any], bytes]:
     """The row as written (it may have become an error row) and its bytes."""
     try:
@@ -114,10 +152,11 @@ def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, An
     except (TypeError, ValueError, RecursionError) as err:
         row = _unwritable(row, err)
         line = to_json_line(row)
-    needles = _secret_needles(secret)
-    if any(needle in line for needle in needles):
-        row = _without_secret(row)
-        line = _redacted_line(row, needles)
+    if ("NaN" in line or "Infinity" in line) and not _is_strict_json(row):
+        row = _finite(row)
+        line = to_json_line(row)
+    if secret is not None and _holds_secret(line, secret):
+        row, line = _redacted(row, secret)
     try:
         return row, (line + "\n").encode("utf-8")
     except UnicodeEncodeError:
@@ -131,20 +170,22 @@ def _encode(row: Mapping[str, Any], secret: str | None) -> tuple[Mapping[str, An
         "the response text holds a lone UTF-16 surrogate, written here as a \\udXXX escape; it has no "
         "UTF-8 form, so the rebuilt ids cannot be the model's for that character",
     )
-    line = _redacted_line(flagged, needles)
+    line = to_json_line(flagged)  # already scrubbed above: a flag adds no text from the response
     # Inside JSON strings (the only place a surrogate can be) this is the standard \uXXXX escape.
     return flagged, (join_surrogate_pairs(line) + "\n").encode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
 class ResumeState:
-    """What an existing output file already holds."""
+    """What an existing output file already holds: one outcome per prompt id, the last row of it."""
 
     done: frozenset[str]
     ok: int
     errors: int
     cost: float
     repaired_tail: str | None  # None, "newline_added" or "truncated"
+    #: The ids in ``done`` whose last row is an error (``generate --retry-errors`` sends them again).
+    failed: frozenset[str] = frozenset()
 
 
 def is_complete_row(text: str) -> bool:
@@ -157,9 +198,12 @@ def is_complete_row(text: str) -> bool:
 
 
 def scan_rows(lines: Iterable[str], path: str = "<output>") -> ResumeState:
-    """The ids, outcome counts and spend in complete row lines (each ending in a newline)."""
-    done: set[str] = set()
-    ok = errors = 0
+    """The ids, outcome counts and spend in complete row lines (each ending in a newline).
+
+    A prompt's outcome is its last row. Only an error row may be followed by another row of the same id
+    (a retry: ``generate --retry-errors``); a second row after an ``ok`` one means two writers or a
+    hand-edited file, and resuming into it is refused."""
+    last_ok: dict[str, bool] = {}  # id -> whether its last row so far is ok
     cost = 0.0
     for line_no, line in enumerate(lines, 1):
         if not line.strip():
@@ -173,16 +217,12 @@ def scan_rows(lines: Iterable[str], path: str = "<output>") -> ResumeState:
                 f"{path}:{line_no} is not an output row ({err}); refusing to resume into a damaged file"
             ) from None
         rid = str(record["id"])
-        if rid in done:
-            raise InvalidInputError(f"{path}:{line_no}: prompt {rid!r} is already in the file; refusing to resume")
-        done.add(rid)
-        if record.get("status") == "ok":
-            ok += 1
-        else:
-            errors += 1
-        if isinstance(record.get("cost"), (int, float)):
-            cost += float(record["cost"])
-    return ResumeState(frozenset(done), ok, errors, cost, None)
+        if last_ok.get(rid):
+            raise InvalidInputError(f"{path}:{line_no}: prompt {rid!r} is already in the file with an ok row; refusing to resume")
+        last_ok[rid] = record.get("status") == "ok"
+        cost += cost_of({"cost": record.get("cost")})[0] or 0.0  # a NaN an older version wrote is no figure
+    failed = frozenset(rid for rid, ok in last_ok.items() if not ok)
+    return ResumeState(frozenset(last_ok), len(last_ok) - len(failed), len(failed), cost, None, failed)
 
 
 class OutputFile:
@@ -234,7 +274,7 @@ class OutputFile:
         except BaseException:
             self.close()
             raise
-        self.state = ResumeState(state.done, state.ok, state.errors, state.cost, repaired)
+        self.state = replace(state, repaired_tail=repaired)
         return self.state
 
     def _refuse_stdout(self) -> None:

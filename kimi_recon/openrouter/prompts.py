@@ -12,14 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import open_input
+from .._io import read_lines
 from ..errors import InvalidInputError
 from ..record_options import parse_options
+from .errors import holds_secret, redact_text
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
@@ -77,15 +78,19 @@ def _parse_record(text: str | bytes, line: int, secret: str | None = None) -> tu
             text = text.decode("utf-8")
         except UnicodeDecodeError as err:
             return BadPrompt(bad_line, line, f"line {line} is not UTF-8 ({err.reason} at byte {err.start})"), False
-    if secret and secret in text:
+    if holds_secret(text, secret):
         # Sending it would put the key into the prompt ids and, if the model repeats it, into the output.
-        return BadPrompt(bad_line, line, f"line {line} holds the API key; it was not sent"), False
+        return BadPrompt(bad_line, line, f"line {line} holds the API key (or a piece of it); it was not sent"), False
     try:
         record = json.loads(text)
     except RecursionError:
         return BadPrompt(bad_line, line, f"line {line} is nested too deeply to read"), False
     except ValueError as err:
-        return BadPrompt(bad_line, line, f"line {line} is not JSON: {err}"), False
+        return BadPrompt(bad_line, line, f"line {line} is not JSON: {redact_text(str(err), secret)}"), False
+    if secret and _decoded_holds_secret(record, secret):
+        # Written with \u escapes (or split over several texts) the key is not in the line, but it is in
+        # what would be sent and rendered into the prompt ids.
+        return BadPrompt(bad_line, line, f"line {line} holds the API key (or a piece of it) once read as JSON; it was not sent"), False
     if not isinstance(record, Mapping):
         return BadPrompt(bad_line, line, f"line {line} must be a JSON object, got {type(record).__name__}"), False
     raw_id = record.get("id")
@@ -118,19 +123,48 @@ def _parse_record(text: str | bytes, line: int, secret: str | None = None) -> tu
     return Prompt(prompt_id, tuple(messages), sent_tools, line), explicit is None
 
 
+def _strings(value: object) -> Iterator[str]:
+    """Every string in a parsed JSON value, object keys included, in document order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _decoded_holds_secret(record: object, secret: str) -> bool:
+    """True when a string of ``record``, or all of them run together (a key split over content parts that
+    the template joins), holds the key or a piece of its secret part."""
+    try:
+        joined = "".join(_strings(record))
+    except RecursionError:  # json.loads read it, so this is only a guard
+        return True
+    return holds_secret(joined, secret)
+
+
 def _check_messages(messages: object) -> str | None:
     if not isinstance(messages, list) or not messages:
         return "'messages' must be a non-empty list"
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             return f"messages[{i}] must be an object, got {type(message).__name__}"
-        if message.get("role") not in _ROLES:
-            return f"messages[{i}].role must be one of {sorted(_ROLES)}, got {message.get('role')!r}"
+        role = message.get("role")
+        if not isinstance(role, str) or role not in _ROLES:  # a list or an object is not hashable: test the type first
+            return f"messages[{i}].role must be one of {sorted(_ROLES)}, got {_short(role)}"
     if messages[-1].get("role") == "assistant":
         # OpenRouter would continue that message; the returned text would then not be the whole turn
         # the ids are rebuilt for.
         return "the last message is an assistant turn; assistant prefill is not supported"
     return None
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def parse_prompts(lines: Iterable[str | bytes], *, secret: str | None = None) -> list[Prompt | BadPrompt]:
@@ -165,5 +199,4 @@ def parse_prompts(lines: Iterable[str | bytes], *, secret: str | None = None) ->
 
 def read_prompts(path: str | Path, *, secret: str | None = None) -> list[Prompt | BadPrompt]:
     """:func:`parse_prompts` over a file (``-`` for stdin), read as bytes: a line that is not UTF-8 is a bad prompt."""
-    with open_input(path) as f:
-        return parse_prompts(f, secret=secret)
+    return parse_prompts(read_lines(path, "prompts"), secret=secret)

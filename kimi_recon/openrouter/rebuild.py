@@ -98,7 +98,7 @@ def make_prompt_counter(
 
     @functools.lru_cache(maxsize=cache_size)
     def piece_len(piece: str) -> int:
-        return len(tok.encode(piece, allow_special=False))
+        return len(tok.encode(piece, allowed_special=set()))
 
     def rendered(prompt: Prompt) -> int:
         text = render_prompt(*args(prompt), prof, thinking, tok)

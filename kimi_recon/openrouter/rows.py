@@ -7,6 +7,7 @@ not be lost, it can be reprocessed offline once the cause is fixed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,12 +81,32 @@ def adapter_flags(turn: AssistantTurn, thinking: bool) -> list[Flag]:
     return flags
 
 
-def _cost(usage: object) -> float | None:
-    if isinstance(usage, Mapping):
-        cost = usage.get("cost")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-            return float(cost)
-    return None
+def cost_of(usage: object) -> tuple[float | None, str | None]:
+    """The USD cost in a response's usage, and why it is unusable when the server sent one that is not a
+    finite number of 0 or more (a NaN, an infinity, a negative, a string): such a cost is unknown, never
+    summed, so ``--max-cost`` cannot be blinded by it (see :func:`cost_unknown`)."""
+    if not isinstance(usage, Mapping) or usage.get("cost") is None:
+        return None, None
+    cost = usage["cost"]
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        try:
+            value = float(cost)
+        except OverflowError:  # an int past float's range
+            value = math.inf
+        if math.isfinite(value) and value >= 0:
+            return value, None
+    return None, f"usage.cost is {cost!r:.60}, not a finite number of 0 or more; the cost of this row is unknown"
+
+
+def cost_unknown(row: Mapping[str, Any]) -> bool:
+    """True when ``row`` may have been paid for but says no usable cost: an ``ok`` row, or one carrying a usage."""
+    return row.get("cost") is None and (row.get("status") == "ok" or row.get("usage") is not None)
+
+
+def _with_cost(row: dict[str, Any], usage: Mapping[str, Any] | None) -> None:
+    row["cost"], problem = cost_of(usage)
+    if problem is not None:
+        row["cost_invalid"] = problem
 
 
 def usage_of(response: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -123,7 +144,7 @@ def ok_row(
     row["truncated"] = turn.truncated
     row["reasoning_complete"] = turn.reasoning_complete
     row["usage"] = dict(usage) if usage is not None else None
-    row["cost"] = _cost(usage)
+    _with_cost(row, usage)
     row["retries"] = call.retries
     row["elapsed_s"] = round(call.elapsed_s, 3)
     row["stream"] = call.stream
@@ -145,7 +166,7 @@ def error_row(
     usage = usage_of(response)
     row: dict[str, Any] = {"id": prompt_id, "status": "error", "line": line, "model": model, "error": dict(error)}
     row["usage"] = dict(usage) if usage is not None else None
-    row["cost"] = _cost(usage)
+    _with_cost(row, usage)
     if call is not None:
         row["retries"] = call.retries
         row["elapsed_s"] = round(call.elapsed_s, 3)

@@ -160,3 +160,19 @@ def test_interrupt_mid_run_then_resume_writes_every_prompt_exactly_once(fake: Fa
     for i in range(n):
         if f"id{i}" in done_before:
             assert len(fake.seen(f"q{i}")) == 1, f"id{i} had a row before the interrupt but was sent again"
+
+
+def test_generate_summary_escapes_provider_names_from_the_server(fake: FakeOpenRouter, tmp_path: Path, api_key: str) -> None:
+    """Failed on the old code: a provider name with ESC/OSC sequences reached the terminal raw in the summary."""
+    from fake_openrouter import Act
+    from openrouter_wire import completion
+
+    resp = completion({"content": "Hi.", "reasoning": "Think."}, provider="\x1b]0;pwned\x07\x1b[31mEvil")
+    resp["usage"]["cost"] = 0.001
+    fake.script("q", Act(body=resp))
+    prompts = write_prompts(tmp_path / "p.jsonl", [user_prompt("q", "a")])
+    result = subprocess.run(generate_cmd(prompts, tmp_path / "o.jsonl", fake, "--no-progress"), env=child_env(api_key), capture_output=True, timeout=120)
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr
+    assert "\x1b" not in stderr and "\x07" not in stderr
+    assert "\\x1b]0;pwned\\x07" in stderr

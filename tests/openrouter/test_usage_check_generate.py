@@ -194,7 +194,7 @@ def test_counting_between_special_tokens_equals_one_encode(parts: list[str]) -> 
     tok = load_tokenizer()
     text = "".join(parts)
     found = special_texts_in(text, tok.special_tokens)
-    assert count_between_specials(text, found, lambda piece: len(tok.encode(piece, allow_special=False))) == len(tok.encode(text))
+    assert count_between_specials(text, found, lambda piece: len(tok.encode(piece, allowed_special=set()))) == len(tok.encode(text))
 
 
 def test_prompt_counter_equals_the_official_prompt_length_and_reuses_repeated_pieces() -> None:

@@ -1,0 +1,58 @@
+"""Does the chat profile fit the data? The model id a response names, and the ids a record says the model
+generated, both tell the format; a rebuild in another format gives wrong ids without a word unless it is flagged.
+
+Every flag here is :attr:`~kimi_recon.flags.FlagCode.PROFILE_MISMATCH` and its message ends with the profile to
+use (``…; use --profile kimi-k3``), which :func:`suggested_profile` reads back for the audit summary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from .flags import Flag, FlagCode
+from .profiles import PROFILES, ChatProfile, profile_for_model, renders_turns_alike
+
+#: Ids only one format's output holds. K3 ends every tag with ``<|sep|>`` (163589, a reserved slot in K2.5);
+#: K2.x writes ``</think>``, ``<think>`` and the tool-call markers, reserved slots in K3.
+_K3_ONLY_IDS = frozenset({163589})
+_K2_ONLY_IDS = frozenset({163595, 163596, 163597, 163598, 163599, 163601, 163606, 163607})
+_SUGGESTION = re.compile(r"; use --profile (\S+)$")
+
+
+def model_mismatch(profile: ChatProfile, model: object) -> Flag | None:
+    """A flag when the ``model`` id names a profile that renders turns differently from ``profile``."""
+    if not isinstance(model, str):
+        return None
+    named = profile_for_model(model, default="")
+    if not named or named == profile.name or renders_turns_alike(PROFILES[named], profile):
+        return None
+    return Flag(
+        FlagCode.PROFILE_MISMATCH,
+        f"the response's model {model!r} is {named}, but the ids were rebuilt as {profile.name}; use --profile {named}",
+        "profile",
+    )
+
+
+def ids_mismatch(profile: ChatProfile, ids: Iterable[int], field: str) -> Flag | None:
+    """A flag when ``ids`` (what the model generated) hold a marker of the other format than ``profile``'s."""
+    foreign = _K2_ONLY_IDS if profile.format == "k3" else _K3_ONLY_IDS
+    found = next((i for i in ids if i in foreign), None)
+    if found is None:
+        return None
+    other = "kimi-k2.5" if profile.format == "k3" else "kimi-k3"
+    what = "a K2.x marker" if profile.format == "k3" else "K3's <|sep|>"
+    return Flag(
+        FlagCode.PROFILE_MISMATCH,
+        f"{field} hold id {found} ({what}), so the model wrote the {other} format, but the ids were rebuilt as "
+        f"{profile.name}; use --profile {other}",
+        field,
+    )
+
+
+def suggested_profile(flag: Flag) -> str | None:
+    """The profile a :data:`~kimi_recon.flags.FlagCode.PROFILE_MISMATCH` flag says to use."""
+    if flag.code != FlagCode.PROFILE_MISMATCH:
+        return None
+    found = _SUGGESTION.search(flag.message)
+    return found.group(1) if found else None

@@ -1,0 +1,171 @@
+"""What kimi-recon makes of the responses real servers return: the measure over tests/data/servers/.
+
+Each golden row holds the ids the model generated and the chat completion one server build returned
+for them (scripts/server_conformance.py wrote it by running that build's own parsers). A row's outcome:
+
+* ``exact``: the rebuilt ids are the generated ids (its flags, if any, are kept in ``flag_codes``);
+* ``flagged``: the rebuilt ids differ and at least one flag says the ids may be inexact;
+* ``refused``: ``turn_from_response`` refused the response (a named error);
+* ``silent_wrong``: the rebuilt ids differ and nothing says so: the worst outcome;
+* ``server_error``: the server itself failed on the output (no response to rebuild).
+
+``measure_row(row, usage=True)`` runs the usage check as a user with the server's ``usage`` would;
+``usage=False`` measures the message alone. srv-lib asserts on these functions; pass ``rebuild`` to
+measure another rebuild function (the tests check that a wrong one is caught).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kimi_recon
+from kimi_recon.errors import KimiReconError
+from kimi_recon.usage_check import check_with_profile
+
+SERVERS_DIR = Path(__file__).parent / "data" / "servers"
+OUTCOMES = ("exact", "flagged", "refused", "silent_wrong", "server_error")
+
+#: (row) -> (rebuilt ids, flag codes); raises KimiReconError to refuse
+Rebuild = Callable[[Mapping[str, Any], bool], tuple[list[int], list[str]]]
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    case_id: str
+    server: str
+    profile: str
+    thinking: bool
+    shape: str
+    loss: str
+    outcome: str
+    flag_codes: tuple[str, ...] = ()
+    detail: str = ""
+
+
+def load_rows(directory: Path = SERVERS_DIR) -> list[dict[str, Any]]:
+    """Every golden row of every server build, in file order."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(directory.glob("*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return rows
+
+
+def kimi_recon_rebuild(row: Mapping[str, Any], usage: bool) -> tuple[list[int], list[str]]:
+    """kimi-recon's rebuild of one row: ``turn_from_response``, ``reconstruct_output_ids``, the usage check."""
+    response = row["response"]
+    offset = int(row.get("history_tool_calls") or 0)
+    turn = kimi_recon.turn_from_response(response, call_index_offset=offset)
+    recon = kimi_recon.reconstruct_output_ids(turn, profile=row["profile"], thinking=row["thinking"], call_index_offset=offset)
+    codes = [str(f.code.value if hasattr(f.code, "value") else f.code) for f in recon.flags]
+    if usage and isinstance(response.get("usage"), Mapping):
+        counts = check_with_profile(response["usage"], recon.ids, None, row["profile"], truncated_in=turn.metadata.get("truncated_in"))
+        codes += [str(f.code.value if hasattr(f.code, "value") else f.code) for f in counts.flags()]
+    return list(recon.ids), codes
+
+
+def measure_row(row: Mapping[str, Any], *, usage: bool = True, rebuild: Rebuild = kimi_recon_rebuild) -> RowOutcome:
+    base = dict(case_id=row["case_id"], server=row["server"], profile=row["profile"], thinking=row["thinking"], shape=row["shape"], loss=row["loss"])
+    if row.get("response") is None:
+        return RowOutcome(**base, outcome="server_error", detail=str((row.get("error") or {}).get("message", ""))[:200])
+    try:
+        ids, codes = rebuild(row, usage)
+    except KimiReconError as err:
+        return RowOutcome(**base, outcome="refused", detail=f"{type(err).__name__}: {err}"[:300])
+    truth = list(row["output_ids"])
+    if ids == truth:
+        outcome = "exact"
+    elif codes:
+        outcome = "flagged"
+    else:
+        outcome = "silent_wrong"
+    return RowOutcome(**base, outcome=outcome, flag_codes=tuple(codes))
+
+
+def measure(rows: Iterable[Mapping[str, Any]], *, usage: bool = True, rebuild: Rebuild = kimi_recon_rebuild) -> list[RowOutcome]:
+    return [measure_row(r, usage=usage, rebuild=rebuild) for r in rows]
+
+
+def tally(outcomes: Iterable[RowOutcome], key: Callable[[RowOutcome], Any]) -> dict[Any, collections.Counter[str]]:
+    table: dict[Any, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for o in outcomes:
+        table[key(o)][o.outcome] += 1
+    return dict(table)
+
+
+def totals(outcomes: Iterable[RowOutcome]) -> collections.Counter[str]:
+    return collections.Counter(o.outcome for o in outcomes)
+
+
+def format_table(outcomes: Sequence[RowOutcome], key: Callable[[RowOutcome], Any] = lambda o: (o.server, o.shape), title: str = "") -> str:
+    """A plain-text table: one line per key (server and turn shape by default) and a total line."""
+    table = tally(outcomes, key)
+    head = ["exact", "flagged", "refused", "silent", "srv err", "rows"]
+    lines = [title] if title else []
+    width = max([len(" / ".join(map(str, k)) if isinstance(k, tuple) else str(k)) for k in table] + [10])
+    lines.append(f"{'':<{width}}  " + "  ".join(f"{h:>7}" for h in head))
+    for k in sorted(table, key=str):
+        c = table[k]
+        label = " / ".join(map(str, k)) if isinstance(k, tuple) else str(k)
+        lines.append(f"{label:<{width}}  " + "  ".join(f"{c[o]:>7}" for o in OUTCOMES) + f"  {sum(c.values()):>7}")
+    t = totals(outcomes)
+    lines.append(f"{'total':<{width}}  " + "  ".join(f"{t[o]:>7}" for o in OUTCOMES) + f"  {sum(t.values()):>7}")
+    return "\n".join(lines)
+
+
+def silent_wrong(outcomes: Iterable[RowOutcome]) -> Iterator[RowOutcome]:
+    return (o for o in outcomes if o.outcome == "silent_wrong")
+
+
+def markdown_table(outcomes: Sequence[RowOutcome], key: Callable[[RowOutcome], Any], header: Sequence[str]) -> str:
+    """The same figures as a Markdown table (docs/servers.md is written from these)."""
+    table = tally(outcomes, key)
+    names = ["exact", "flagged", "refused", "silent wrong", "server error", "rows"]
+    lines = ["| " + " | ".join([*header, *names]) + " |", "|" + "---|" * (len(header) + len(names))]
+    for k in sorted(table, key=str):
+        c = table[k]
+        cells = list(k) if isinstance(k, tuple) else [k]
+        lines.append("| " + " | ".join([*map(str, cells), *(str(c[o]) for o in OUTCOMES), str(sum(c.values()))]) + " |")
+    return "\n".join(lines)
+
+
+def pivot_markdown(outcomes: Sequence[RowOutcome], row_key: Callable[[RowOutcome], str], first: str) -> str:
+    """Rows by ``row_key``, one column per server, each cell ``exact / flagged / refused / silent wrong``."""
+    servers = sorted({o.server for o in outcomes})
+    table: dict[str, dict[str, collections.Counter[str]]] = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
+    for o in outcomes:
+        table[row_key(o)][o.server][o.outcome] += 1
+    lines = ["| " + " | ".join([first, *servers]) + " |", "|" + "---|" * (len(servers) + 1)]
+    for k in sorted(table):
+        cells = []
+        for server in servers:
+            c = table[k][server]
+            cells.append(" / ".join(str(c[o]) for o in OUTCOMES[:4]) + (f" (+{c['server_error']} err)" if c["server_error"] else "") if c else "–")
+        lines.append("| " + " | ".join([k, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> None:
+    rows = load_rows()
+    for use_usage in (False, True):
+        out = measure(rows, usage=use_usage)
+        title = f"usage check {'on' if use_usage else 'off'}"
+        if "--markdown" in argv:
+            print(f"### {title}: per server\n\n" + markdown_table(out, lambda o: o.server, ["server"]) + "\n")
+            print(f"### {title}: per turn shape (exact / flagged / refused / silent wrong)\n\n" + pivot_markdown(out, lambda o: o.shape, "turn shape") + "\n")
+            if use_usage:
+                print(f"### {title}: per raw output kind\n\n" + pivot_markdown(out, lambda o: o.loss, "raw output") + "\n")
+        else:
+            print(format_table(out, title=f"== {title} =="))
+            print(format_table(out, key=lambda o: o.server))
+            print()
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

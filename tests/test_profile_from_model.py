@@ -1,0 +1,150 @@
+"""With no profile given, the response's or record's ``model`` id picks it; a given profile that contradicts
+the model id or the reference ids is flagged ``profile_mismatch`` (issue 21, done-item 1).
+
+Every expected id list is Moonshot's official output (tests/data/golden), never this package's own rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kimi_recon
+from kimi_recon.dataset import audit_dataset, audit_record, reconstruct_record, reconstruct_records
+from kimi_recon.flags import FlagCode
+from kimi_recon import profiles
+from kimi_recon.profiles import get_profile, profile_for_model
+from testdata import GOLDEN, OFFICIAL, read_jsonl
+
+K3_TURNS = read_jsonl(GOLDEN / "official-k3-dev" / "turns.jsonl")
+K25_TURNS = read_jsonl(OFFICIAL / "turns.jsonl")
+
+
+def _completion(turn: dict[str, Any], model: str) -> dict[str, Any]:
+    return {"object": "chat.completion", "model": model, "choices": [{"index": 0, "message": turn, "finish_reason": "stop"}]}
+
+
+def _k3_record(case: dict[str, Any], i: int, **extra: Any) -> dict[str, Any]:
+    return {"id": f"k3-{i}", "response": _completion(case["turn"], "moonshotai/kimi-k3"), "output_ids": case["output_ids"],
+            "thinking": case["thinking"], **extra}
+
+
+def test_a_k3_response_with_no_profile_is_rebuilt_as_the_official_k3_ids() -> None:
+    for case in K3_TURNS[:40]:
+        result = kimi_recon.reconstruct_output_ids(_completion(case["turn"], "moonshotai/kimi-k3"), thinking=case["thinking"])
+        assert (result.profile, result.ids) == ("kimi-k3", case["output_ids"])
+        assert FlagCode.PROFILE_MISMATCH not in result.flag_codes
+
+
+def test_a_k3_record_with_no_profile_is_audited_and_reconstructed_as_k3() -> None:
+    records = [_k3_record(case, i) for i, case in enumerate(K3_TURNS[:30])]
+    report = audit_dataset(records)
+    assert (report.exact_count, report.compared, report.profile) == (30, 30, "kimi-k3")
+    assert report.profile_counts == {"kimi-k3": 30} and not report.profile_hints
+    assert [list(r.ids or ()) for r in reconstruct_records(records)] == [c["output_ids"] for c in K3_TURNS[:30]]
+    assert reconstruct_record(records[0]).ids == K3_TURNS[0]["output_ids"]
+
+
+def test_a_record_level_model_id_decides_when_the_response_names_none() -> None:
+    case = K3_TURNS[0]
+    record = {"model": "moonshotai/kimi-k3", "response": case["turn"], "output_ids": case["output_ids"], "thinking": case["thinking"]}
+    assert audit_record(record).kind == "exact"
+
+
+def test_a_given_profile_that_contradicts_the_model_id_is_flagged_with_the_profile_to_use() -> None:
+    case = K3_TURNS[0]
+    result = kimi_recon.reconstruct_output_ids(_completion(case["turn"], "moonshotai/kimi-k3"), profile="kimi-k2.5", thinking=case["thinking"])
+    assert result.profile == "kimi-k2.5"
+    flag = next(f for f in result.flags if f.code == FlagCode.PROFILE_MISMATCH)
+    assert flag.field == "profile" and flag.message.endswith("use --profile kimi-k3")
+
+
+def test_k25_reference_ids_audited_as_k3_and_k3_ids_audited_as_k25_are_flagged_and_the_summary_says_which_profile() -> None:
+    # no model id anywhere: only the reference ids tell the format
+    k25 = [{"id": f"a{i}", "response": c["turn"], "output_ids": c["output_ids"], "thinking": c["thinking"]} for i, c in enumerate(K25_TURNS[:20])]
+    report = audit_dataset(k25, profile="kimi-k3")
+    assert report.flag_counts.get("profile_mismatch", 0) >= 19  # every one that holds a K2.x marker id
+    assert "rerun with --profile kimi-k2.5" in report.summary()
+    k3 = [{"id": f"b{i}", "response": c["turn"], "output_ids": c["output_ids"], "thinking": c["thinking"]} for i, c in enumerate(K3_TURNS[:20])]
+    report = audit_dataset(k3, profile="kimi-k2.5")
+    assert report.flag_counts["profile_mismatch"] == 20 and report.profile_hints == {"kimi-k3": 20}
+    assert "rerun with --profile kimi-k3" in report.summary()
+
+
+def test_no_golden_record_in_its_own_profile_is_flagged_profile_mismatch() -> None:
+    for name, rows in (("kimi-k2.5", K25_TURNS), ("kimi-k3", K3_TURNS)):
+        records = [{"response": c["turn"], "output_ids": c["output_ids"], "thinking": c["thinking"]} for c in rows]
+        assert "profile_mismatch" not in audit_dataset(records, profile=name).flag_counts
+
+
+def test_a_k3_training_record_with_no_profile_gets_the_official_k3_prompt_and_output_ids() -> None:
+    case = K3_TURNS[0]
+    sample = kimi_recon.build_training_sample(
+        case["messages"], _completion(case["turn"], "moonshotai/kimi-k3"), case["tools"], thinking=case["thinking"],
+        thinking_effort=case["thinking_effort"], tool_choice=case["tool_choice"],
+    )
+    assert sample.input_ids == case["prompt_ids"] + case["output_ids"]
+
+
+def test_the_cli_audit_with_no_profile_rebuilds_k3_records_as_k3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kimi_recon.cli import main
+
+    path = tmp_path / "k3.jsonl"
+    path.write_text("".join(json.dumps(_k3_record(c, i)) + "\n" for i, c in enumerate(K3_TURNS[:5])), encoding="utf-8")
+    main(["audit", str(path)])
+    out = capsys.readouterr().out
+    assert "profile kimi-k3" in out and "exact 5/5" in out
+
+
+@pytest.mark.parametrize(
+    ("model", "profile"),
+    [
+        ("moonshotai/kimi-k2", "kimi-k2-instruct"),  # OpenRouter's slug of Kimi-K2-Instruct
+        ("moonshotai/kimi-k2-0905", "kimi-k2-instruct"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-instruct"),
+        ("moonshotai/kimi-k2.7-code", "kimi-k2.7-code"),
+        ("kimi-k2.7-code-highspeed", "kimi-k2.7-code"),
+        ("moonshotai/Kimi-K3:nitro", "kimi-k3"),
+        ("someone/other-model", "kimi-k2.5"),
+    ],
+)
+def test_model_ids_name_their_profile(model: str, profile: str) -> None:
+    assert profile_for_model(model) == profile
+    assert profiles.profile_or_model(None, model).name == profile
+
+
+def test_nothing_naming_a_profile_means_kimi_k25() -> None:
+    assert profiles.profile_or_model(None, None).name == "kimi-k2.5"
+    assert kimi_recon.reconstruct_output_ids(kimi_recon.AssistantTurn(content="hi")).profile == "kimi-k2.5"
+
+
+def test_a_misspelt_profile_suggests_the_one_meant() -> None:
+    with pytest.raises(kimi_recon.KimiReconError, match="did you mean 'kimi-k2.5'"):
+        get_profile("kimi-k25")
+
+
+def _preserve_thinking_cases() -> list[dict[str, Any]]:
+    # the official dev set rendered final turns without tool calls with the preserve_thinking template (SOURCES.md §9)
+    return [c for c in K25_TURNS if not c["turn"].get("tool_calls") and c["thinking"]]
+
+
+def test_kimi_k27_code_renders_prompts_with_preserve_thinking_on_as_the_official_patched_k25_template() -> None:
+    cases = _preserve_thinking_cases()
+    assert len(cases) >= 5
+    differs = 0
+    for case in cases:
+        ids = kimi_recon.training.encode_prompt(case["messages"], case["tools"], "kimi-k2.7-code", True)
+        assert ids == case["prompt_ids"]
+        differs += ids != kimi_recon.training.encode_prompt(case["messages"], case["tools"], "kimi-k2.5", True)
+    assert differs  # the stock K2.5 template drops earlier reasoning: the default matters
+
+
+def test_kimi_k27_code_outputs_are_k25_outputs_and_thinking_off_is_refused() -> None:
+    for case in [c for c in K25_TURNS if c["thinking"]][:20]:
+        assert kimi_recon.reconstruct_output_ids(case["turn"], profile="kimi-k2.7-code").ids == case["output_ids"]
+    with pytest.raises(kimi_recon.KimiReconError, match="no non-thinking mode") as err:
+        kimi_recon.reconstruct_output_ids(K25_TURNS[0]["turn"], profile="kimi-k2.7-code", thinking=False)
+    assert getattr(err.value, "field", None) == "thinking"
