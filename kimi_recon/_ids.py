@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
-from .errors import InvalidInputError, preview
-from .tokenizer import KimiTokenizer, load_tokenizer
+from .errors import InvalidInputError, InvalidInputTypeError, preview
+from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 
 
 def check_ids(ids: object, tokenizer: KimiTokenizer, field: str, *, sample: object = None) -> list[int]:
     """``ids`` as a list of int, or an :class:`InvalidInputError` naming ``field`` (and ``sample``).
 
-    Accepts any iterable of integers (lists, tuples, numpy arrays); refuses strings, mappings, bools,
-    non-integers and ids outside ``0..vocab_size-1``.
+    Accepts any ordered iterable of integers (lists, tuples, numpy arrays, generators); refuses strings,
+    mappings, sets (no order), bools, non-integers and ids outside ``0..vocab_size-1``.
     """
-    if isinstance(ids, (str, bytes, bytearray, Mapping)) or not isinstance(ids, Iterable):
-        raise InvalidInputError(f"must be a list of token ids, got {type(ids).__name__}", field=field, sample=sample)
+    if isinstance(ids, (str, bytes, bytearray, Mapping, AbstractSet)) or not isinstance(ids, Iterable):
+        # a set has no order (and no repeats): whatever it compares equal to is an accident
+        raise InvalidInputTypeError(f"must be a list of token ids, got {type(ids).__name__}", field=field, sample=sample)
+    if not isinstance(tokenizer, KimiTokenizer):
+        checked_tokenizer(tokenizer)  # names the wrong type
+        raise InvalidInputTypeError("must be a KimiTokenizer (see load_tokenizer), got None", field="tokenizer")
     values = list(ids)
     n = tokenizer.vocab_size
     if not set(map(type, values)) <= {int}:  # bool is its own type, so True/False take the slow path
@@ -41,7 +46,7 @@ def is_canonical(ids: Sequence[int], tokenizer: KimiTokenizer | None = None) -> 
     between special ids is compared with the byte-level BPE of its bytes instead. Special-token text
     spelled with ordinary ids is not canonical: one encode makes it the special id.
     """
-    tok = tokenizer if tokenizer is not None else load_tokenizer()
+    tok = checked_tokenizer(tokenizer) or load_tokenizer()
     values = check_ids(ids, tok, "ids")
     data = tok.decode_bytes(values)
     try:

@@ -7,15 +7,16 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from . import responses
+from ._arguments import int_argument
 from ._io import count_records
-from .errors import InvalidInputError
+from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, flags_to_json
 from .record_options import OPTION_KEYS
 from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
@@ -109,6 +110,8 @@ def _init_worker(tokenizer: str | None) -> None:
 
 
 def _items(records: RecordsArg) -> Iterator[_Item]:
+    if isinstance(records, (bytes, bytearray, Mapping)) or not isinstance(records, (str, os.PathLike, Iterable)):
+        raise InvalidInputTypeError(f"must be a JSONL path or an iterable of records, got {type(records).__name__}", field="records")
     if isinstance(records, (str, os.PathLike)):
         for index, (line, raw) in enumerate(_iter_lines(records)):
             yield index, line, raw  # parsed in the worker
@@ -144,7 +147,14 @@ def _chunks(items: Iterator[_Item], size: int) -> Iterator[list[_Item]]:
         yield chunk
 
 
+#: More worker processes than this is a typo, not a machine (the pool cannot start that many).
+_MAX_WORKERS = 4096
+
+
 def _worker_count(workers: int | None) -> int:
+    workers = int_argument(workers, "workers", none=True)
+    if workers is not None and workers > _MAX_WORKERS:
+        raise InvalidInputError(f"must be at most {_MAX_WORKERS} processes, got {workers}", field="workers")
     if workers is None or workers <= 0:
         return os.cpu_count() or 1
     return workers
@@ -177,6 +187,7 @@ def _stream(
 
     ``slim`` sends workers only the keys an audit or a reconstruction reads (not the prompt).
     """
+    chunk_size = int_argument(chunk_size, "chunk_size", minimum=1)
     items = _items(records)
     if workers <= 1:
         for item in items:

@@ -13,10 +13,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
+from ._arguments import instance_argument
 from . import responses
+from ._arrow import arrow_value, check_batch, plain
 from ._io import check_input, read_lines
 from .compare import Comparison, check_ids, compare_checked_ids
-from .errors import InvalidInputError, InvalidRecordError, preview
+from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError, preview
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from ._profile_check import ids_mismatch
 from .models import AssistantTurn
@@ -168,6 +170,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
     A line that is not UTF-8, not JSON, or not a JSON object gives an :class:`InvalidRecordError`
     in place of the record, so the caller can report it and go on.
     """
+    instance_argument(path, "path", (str, os.PathLike), "a JSONL path")
     for line_no, raw in _iter_lines(path):
         yield line_no, _parse_line(raw, line_no)
 
@@ -222,6 +225,7 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     the record's ``finish_reason`` (default ``"stop"``) and ``logprobs`` used where the response has none.
     Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
     """
+    instance_argument(rec, "record", Mapping, "a record object (a mapping)")
     field, response = response_of(rec)
     offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
     turn = responses.turn_from_response(
@@ -247,6 +251,10 @@ def get_tokenizer(tokenizer: TokenizerArg = None) -> KimiTokenizer:
     """A tokenizer object as is; a source (None for the bundled one, a directory, a Hub id) loaded once per process."""
     if isinstance(tokenizer, KimiTokenizer):
         return tokenizer
+    if tokenizer is not None and not isinstance(tokenizer, (str, os.PathLike)):
+        raise InvalidInputTypeError(
+            f"must be a KimiTokenizer, a tokenizer directory or Hub id, or None, got {type(tokenizer).__name__}", field="tokenizer"
+        )
     return _tokenizer_from_source(None if tokenizer is None else os.fspath(tokenizer))
 
 
@@ -300,6 +308,7 @@ def reconstruct_record(
 
 def response_of(rec: Mapping[str, Any]) -> tuple[str, Any]:
     """(key, response) of a record; a record with no response key but message-like keys is the response."""
+    instance_argument(rec, "record", Mapping, "a record object (a mapping)")
     found = _pick(rec, RESPONSE_KEYS)
     if found is not None:
         return found
@@ -388,6 +397,8 @@ def record_token_counts(
     rather than failing the record. ``server`` pins the counting convention its ``completion_tokens``
     follows (:attr:`~kimi_recon.servers.ServerProfile.completion_conventions`; None or unknown: any known one).
     """
+    instance_argument(rec, "record", Mapping, "a record object (a mapping)")
+    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn")
     usage = rec.get("usage")
     if not isinstance(usage, Mapping):
         usage = turn.metadata.get("usage")
@@ -478,11 +489,28 @@ def audit_row(
 ) -> dict[str, Any]:
     """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``.
 
-    The record is a row of an Arrow table, so its ``tools`` objects are read as such
-    (:func:`~kimi_recon.record_options.arrow_tools`)."""
-    if isinstance(record, Mapping) and "tools" in record:
-        record = {**record, "tools": arrow_tools(record["tools"])}
+    The record is a row of an Arrow table, so its objects are read as such (:mod:`kimi_recon._arrow`): a
+    response Arrow may have changed is an error row, messages that cannot be read back leave the usage
+    check's ``prompt_tokens`` unchecked (flag ``prompt_tokens_unchecked``)."""
+    instance_argument(prefix, "prefix", str, "a string")
+    if isinstance(record, Mapping):
+        try:
+            record = _arrow_record(record)
+        except InvalidInputError as err:
+            rid = record_id(record)
+            return RecordResult(0, None, rid, error=record_error(0, None, rid, err)).to_row(prefix)
     return audit_record(record, tokenizer, profile=profile, thinking=thinking, use_logprobs=use_logprobs, server=server).to_row(prefix)
+
+
+def _arrow_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A row of an Arrow table with its object columns read as :mod:`kimi_recon._arrow` says (text stays text)."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        value = plain(value)
+        if not isinstance(value, (str, bytes)):
+            value = arrow_tools(value) if key == "tools" else arrow_value(key, value)
+        out[key] = value
+    return out
 
 
 def batch_indices(
@@ -518,8 +546,8 @@ def audit_batch(
     columns stay beside its record, so they name no place; ``with_indices=True`` is accepted (see
     :func:`~kimi_recon.sample_batch`).
     """
-    columns = list(batch)
-    n = len(batch[columns[0]]) if columns else 0
+    columns, n = check_batch(batch)
+    instance_argument(prefix, "prefix", str, "a string")
     tokenizer, _ = batch_indices(tokenizer, None, n)
     out: dict[str, list[Any]] = {}
     for i in range(n):

@@ -41,6 +41,8 @@ from ._records import (
     record_error,
     record_id,
 )
+from ._arguments import choice_argument
+from ._arrow import arrow_value, check_batch, plain
 from .errors import InvalidInputError
 from .flags import Severity, flag_codes_text, flags_at_least, max_severity
 from .profiles import get_profile
@@ -227,47 +229,24 @@ def build_samples(
 # -- batches: datasets.Dataset.map(batched=True) and Ray Data map_batches -----------------------------
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with numpy arrays and scalars (how Ray hands over columns) made Python objects."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
-        return value
-    tolist = getattr(value, "tolist", None)  # numpy ndarray or scalar; no numpy import needed
-    return _plain(tolist()) if callable(tolist) else value
-
-
-def _holds_numpy(value: Any) -> bool:
-    """True when ``value`` is or contains a numpy array or scalar (anything with a ``dtype``)."""
-    if isinstance(value, Mapping):
-        return any(_holds_numpy(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_numpy(v) for v in value)
-    return hasattr(value, "dtype")
-
-
-def _batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> dict[str, Any]:
+def batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> dict[str, Any]:
+    """Row ``i`` of a batch whose objects came through Arrow, read as :mod:`kimi_recon._arrow` says; JSON text
+    columns (``messages``, ``tools``, the response) parsed. Raises :class:`InvalidInputError` naming the column."""
     record: dict[str, Any] = {}
     for column in columns:
-        raw = batch[column][i]
-        if column in _JSON_KEYS and _holds_numpy(raw):
-            raise InvalidInputError(
-                "arrived as Arrow-converted objects (numpy arrays), which are not the objects that were stored: Arrow "
-                "gives every object the keys of all rows, null where a row had none; store this column as JSON text",
-                field=column,
-            )
-        value = _plain(raw)
-        if column == "tools":
-            value = arrow_tools(value)  # objects in a batch column came through Arrow; text stays text
-        if isinstance(value, (str, bytes)) and column in _JSON_KEYS:
-            try:
-                value = json.loads(value)
-            except RecursionError:
-                raise InvalidInputError("is JSON text nested too deeply", field=column) from None
-            except ValueError as err:
-                raise InvalidInputError(f"is text but not JSON: {err}", field=column) from None
+        value = plain(batch[column][i])
+        if isinstance(value, (str, bytes)):
+            if column in _JSON_KEYS:
+                try:
+                    value = json.loads(value)
+                except RecursionError:
+                    raise InvalidInputError("is JSON text nested too deeply", field=column) from None
+                except ValueError as err:
+                    raise InvalidInputError(f"is text but not JSON: {err}", field=column) from None
+        elif column == "tools":
+            value = arrow_tools(value)
+        else:
+            value = arrow_value(column, value)
         record[column] = value
     return record
 
@@ -306,28 +285,28 @@ def sample_batch(
     a batch does not know where it starts.
 
     Each row equals :func:`training_row` of the record. Keep nested data as JSON text when it passes
-    through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none).
-    ``messages`` and the response arriving as numpy arrays (Ray's view of such objects) are refused as a
-    row error; ``tools`` go to :func:`~kimi_recon.record_options.parse_options`, which removes the filled
-    nulls where that is exact and refuses the record where it is not. ``drop_severity`` (e.g. ``"loss"``)
-    makes a record flagged at or above it such an error row, its ``error`` naming the flags.
+    through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none), in
+    one key order, with one number type. Columns of objects (lists or numpy arrays, as ``datasets`` and Ray
+    give them) are read as :mod:`kimi_recon._arrow` says: the filled nulls removed where that is exact, the
+    record refused (a row error naming the field) where it is not. Raises :class:`InvalidInputError` only
+    for a batch that is not one (not a mapping of equal-length columns) or a bad ``error_rows``.
+    ``drop_severity`` (e.g. ``"loss"``) makes a record flagged at or above it such an error row, its
+    ``error`` naming the flags.
 
     ``error_rows="omit"`` leaves the failed records out of the result instead (the batch comes back
     shorter; in ``datasets`` this needs ``remove_columns=ds.column_names``) and logs each one, its id and
     why, as a warning on the ``kimi_recon`` logger: the written file then loads in SpecForge as it is,
     which refuses a whole file for one empty row.
     """
-    if error_rows not in ("keep", "omit"):
-        raise InvalidInputError(f"must be 'keep' or 'omit', got {error_rows!r}", field="error_rows")
-    columns = list(batch)
-    n = len(batch[columns[0]]) if columns else 0
+    choice_argument(error_rows, "error_rows", ("keep", "omit"))
+    columns, n = check_batch(batch)
     tokenizer, indices = batch_indices(tokenizer, indices, n)
     tok = get_tokenizer(tokenizer)
     out: dict[str, list[Any]] = {column: [] for column in BATCH_COLUMNS}
     for i in range(n):
-        rid = record_id({"id": _plain(batch["id"][i])}) if "id" in batch else None
+        rid = record_id({"id": plain(batch["id"][i])}) if "id" in batch else None
         try:
-            record = _batch_record(batch, columns, i)
+            record = batch_record(batch, columns, i)
             row = training_row(record, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server)
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map

@@ -6,10 +6,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ._arguments import instance_argument
 from .errors import InvalidInputError, preview
 from .profiles import ChatProfile
 from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry, registry_matching
-from .tokenizer import KimiTokenizer, load_tokenizer
+from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ def _tokenizer_and_registry(
 ) -> tuple[KimiTokenizer, SpecialTokenRegistry]:
     """The tokenizer (default: the bundled one of ``profile``) and the table to check against: ``registry``,
     else the profile's, else the one the tokenizer's own names agree with."""
-    tok = tokenizer if tokenizer is not None else load_tokenizer(profile=profile)
+    tok = checked_tokenizer(tokenizer) or load_tokenizer(profile=profile)
+    instance_argument(registry, "registry", SpecialTokenRegistry, "a SpecialTokenRegistry", none=True)
     if registry is not None:
         return tok, registry
     if profile is not None:

@@ -36,7 +36,8 @@ from ._comparison import (
 from ._evidence import comparison
 from ._ids import check_ids, is_canonical
 from ._segmentation import id_view
-from .tokenizer import KimiTokenizer, load_tokenizer
+from ._arguments import instance_argument, int_argument
+from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 
 __all__ = [
     "BENIGN_KINDS",
@@ -119,12 +120,17 @@ def compare_ids(
 
     Ids outside the vocabulary raise :class:`InvalidInputError` naming ``reference`` or ``reconstructed``.
     """
-    tok = tokenizer if tokenizer is not None else load_tokenizer()
+    tok = checked_tokenizer(tokenizer) or load_tokenizer()
     return compare_checked_ids(check_ids(reference, tok, "reference"), check_ids(reconstructed, tok, "reconstructed"), tok, context=context)
 
 
 def compare_checked_ids(reference: list[int], reconstructed: list[int], tokenizer: KimiTokenizer, *, context: int = 4) -> Comparison:
-    """:func:`compare_ids` for ids already validated (by :func:`check_ids`, or produced by the tokenizer)."""
+    """:func:`compare_ids` for ids already validated (by :func:`check_ids`, or produced by the tokenizer):
+    only that they are lists and ``context`` a non-negative int are checked here."""
+    context = int_argument(context, "context", minimum=0)
+    instance_argument(tokenizer, "tokenizer", KimiTokenizer, "a KimiTokenizer (see load_tokenizer)")
+    instance_argument(reference, "reference", list, "a list of token ids (see check_ids)")
+    instance_argument(reconstructed, "reconstructed", list, "a list of token ids (see check_ids)")
     view = id_view(tokenizer)
     kinds, detail = classify(reference, reconstructed, view, ALIGN_BUDGET)
     return comparison(reference, reconstructed, kinds, detail, context, view)

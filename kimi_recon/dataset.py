@@ -34,6 +34,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._arguments import int_argument
 from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
 from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidRecordError, preview
@@ -346,7 +347,7 @@ class _Tally:
         self.token_counts = TokenCountTally()
         self.heaps: WorstHeaps = {}
         self.examples = examples
-        self.max_errors = max_errors
+        self.max_errors = int_argument(max_errors, "max_errors", minimum=0)
         self.breakdown = BreakdownTally(worst)
         self.profiles: Counter[str] = Counter()
         self.hints: Counter[str] = Counter()
@@ -436,7 +437,7 @@ def audit_dataset(
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
-    tally = _Tally(examples, max_errors, worst)
+    tally = _Tally(int_argument(examples, "examples", minimum=0), max_errors, int_argument(worst, "worst", minimum=0))
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:
         for result in _stream(records, _audit_chunk, job, tok, n, chunk_size):

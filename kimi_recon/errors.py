@@ -12,6 +12,7 @@ catch one type. Errors about input data say which field (and, when known, which 
     │   ├── GenerationFailedError     ... as finish_reason "error"
     │   └── openrouter.OpenRouterError   ... or the exchange with OpenRouter failed (adds retryable, retries)
     └── InvalidInputError             (also ValueError) malformed input: .field, .sample
+        ├── InvalidInputTypeError     (also TypeError) a value of the wrong Python type
         ├── InputFileError            (also OSError) an input file is missing or unreadable
         │   └── InputFileNotFoundError    ... missing (also FileNotFoundError, so ``except OSError`` works)
         ├── OutputFileError           an output cannot be written without destroying data
@@ -40,6 +41,17 @@ def preview(value: object, limit: int = 40) -> str:
     except Exception:  # RecursionError too
         return f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def as_text(value: object) -> str:
+    """``str(value)`` for a message or an id; a value nested too deeply to print (or whose ``str`` fails)
+    gives its :func:`preview` instead."""
+    if isinstance(value, str):
+        return value
+    try:
+        return str(value)
+    except Exception:  # RecursionError too
+        return preview(value)
 
 
 class KimiReconError(Exception):
@@ -74,9 +86,9 @@ class InvalidInputError(KimiReconError, ValueError):
         self.sample = sample
         where = []
         if sample is not None:
-            where.append(f"sample {sample!r}")
+            where.append(f"sample {preview(sample, 1000)}")
         if field is not None:
-            where.append(f"field {field!r}")
+            where.append(f"field {preview(field, 1000)}")
         prefix = f"{', '.join(where)}: " if where else ""
         super().__init__(prefix + message)
         self.message = message
@@ -88,6 +100,11 @@ class InvalidInputError(KimiReconError, ValueError):
         err = copy.copy(self)  # (type(self).__new__ would be ValueError's, refused for the OSError subclasses)
         InvalidInputError.__init__(err, self.message, field=self.field, sample=sample)
         return err
+
+
+class InvalidInputTypeError(InvalidInputError, TypeError):
+    """A value of the wrong Python type (a float where an int belongs, a set where a list does, an object
+    JSON cannot write). Also a ``TypeError``, so ``except TypeError`` code written before it keeps working."""
 
 
 class InputFileError(InvalidInputError, OSError):
@@ -161,9 +178,9 @@ class ServerReportedError(KimiReconError):
         super().__init__(self._describe())
 
     def _describe(self) -> str:
-        where = f"prompt {self.prompt_id!r}: " if self.prompt_id is not None else ""
-        code = f" {self.code}" if self.code is not None else ""
-        return f"{where}{self.reporter} {self.kind} error{code}: {self.message}"
+        where = f"prompt {preview(self.prompt_id, 1000)}: " if self.prompt_id is not None else ""
+        code = f" {preview(self.code, 1000)[1:-1] if isinstance(self.code, str) else preview(self.code, 1000)}" if self.code is not None else ""
+        return f"{where}{self.reporter} {as_text(self.kind)} error{code}: {as_text(self.message)}"
 
     def fields(self) -> dict[str, Any]:
         """The constructor's arguments: ``type(err)(**err.fields())`` is an equal error."""

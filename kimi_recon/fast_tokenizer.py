@@ -20,6 +20,8 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._arguments import instance_argument
+from .tokenizer import checked_tokenizer
 from ._io import atomic_output
 from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
 from .errors import InvalidInputError, OutputFileError
@@ -104,6 +106,7 @@ def bpe_merges(ranks: Mapping[bytes, int]) -> list[tuple[bytes, bytes]]:
     the token's merge is that split, and it must have exactly two parts. A token without such a split
     could only come out of tiktoken as a whole piece; the Kimi vocab has none, and one is refused.
     """
+    instance_argument(ranks, "ranks", Mapping, "a mapping of token bytes to rank")
     merges: list[tuple[bytes, bytes]] = []
     for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
         if len(token) < 2:
@@ -164,6 +167,7 @@ def tokenizer_json(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | None =
     With ``added_tokens=False`` the special slots are left out: that tokenizer encodes special-token
     text as ordinary text, like ``KimiTokenizer.encode(text, allowed_special=set())``.
     """
+    checked_tokenizer(tokenizer)
     tok = tokenizer if tokenizer is not None else load_tokenizer()
     vocab, merges = _vocab_and_merges(tok)
     return {
@@ -209,6 +213,7 @@ def _tokenizers_module() -> Any:
 
 def build_fast_tokenizer(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | None = None, *, added_tokens: bool = True) -> tokenizers.Tokenizer:
     """The Kimi tokenizer as a ``tokenizers.Tokenizer`` (see :func:`tokenizer_json`)."""
+    checked_tokenizer(tokenizer)
     module = _tokenizers_module()
     fast: tokenizers.Tokenizer = module.Tokenizer.from_str(json.dumps(tokenizer_json(profile, tokenizer, added_tokens=added_tokens)))
     return fast
@@ -258,6 +263,7 @@ def export_tokenizer(
     whose own config it would replace) and, unless ``overwrite``, one that already holds any of the three
     files. Each file is written to a temporary file in the folder and renamed into place when complete.
     """
+    instance_argument(directory, "directory", (str, os.PathLike), "a folder path")
     out = Path(directory).expanduser()
     name = get_profile(profile).name
     if out.exists() and not out.is_dir():

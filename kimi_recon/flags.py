@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .errors import InvalidInputError, preview
+from .errors import InvalidInputError, InvalidInputTypeError, preview
 
 __all__ = [
     "RENAMED_CODES",
@@ -132,6 +132,7 @@ class FlagCode(str, enum.Enum):
     PROMPT_TOKENS_MISMATCH = "prompt_tokens_mismatch"
     REASONING_TOKENS_MISMATCH = "reasoning_tokens_mismatch"
     PROMPT_TOKENS_UNCHECKED = "prompt_tokens_unchecked"
+    USAGE_FIGURE_UNREADABLE = "usage_figure_unreadable"
     # the OpenRouter adapter (kimi_recon.openrouter)
     REPLACED_TOOL_CALL_ID = "replaced_tool_call_id"
     REASONING_NOT_RETURNED = "reasoning_not_returned"
@@ -180,6 +181,7 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.PROMPT_TOKENS_MISMATCH: _L,
     FlagCode.REASONING_TOKENS_MISMATCH: _L,
     FlagCode.PROMPT_TOKENS_UNCHECKED: _R,
+    FlagCode.USAGE_FIGURE_UNREADABLE: _R,
     FlagCode.REPLACED_TOOL_CALL_ID: _R,  # the model's format, its index assumed
     FlagCode.REASONING_NOT_RETURNED: _L,  # thinking on: the model wrote reasoning nobody returned
     FlagCode.REASONING_SOURCES_DISAGREE: _R,
@@ -260,13 +262,25 @@ class Flag:
         )
 
 
+def _checked_flags(flags: object) -> list[Flag]:
+    if isinstance(flags, (str, bytes, Mapping)) or not isinstance(flags, Iterable):
+        raise InvalidInputTypeError(f"must be a list of Flag objects, got {type(flags).__name__}", field="flags")
+    values = list(flags)
+    for i, flag in enumerate(values):
+        if not isinstance(flag, Flag):
+            raise InvalidInputTypeError(f"item {i} must be a Flag, got {type(flag).__name__}", field="flags")
+    return values
+
+
 def flags_to_json(flags: Iterable[Flag]) -> list[dict[str, Any]]:
     """The one serialised form of a list of flags: a list of :meth:`Flag.to_dict` objects."""
+    flags = _checked_flags(flags)
     return [f.to_dict() for f in flags]
 
 
 def flag_codes_text(flags: Iterable[Flag]) -> str:
     """The flat form for Arrow-typed columns (training rows, audit columns): the codes joined by commas."""
+    flags = _checked_flags(flags)
     return ",".join(f.code.value for f in flags)
 
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidTurnError, preview
 from ._repr import text_repr
+from .errors import InvalidInputError, InvalidInputTypeError, InvalidTurnError, preview
 from .flags import Flag, FlagCode
 
 __all__ = ["FINISH_REASONS", "AssistantTurn", "Flag", "FlagCode", "ToolCall", "tojson"]
@@ -22,8 +22,14 @@ FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "f
 
 
 def tojson(value: Any) -> str:
-    """Serialise ``value`` exactly as Hugging Face's chat-template ``tojson`` filter does by default."""
-    return json.dumps(value, ensure_ascii=False)
+    """Serialise ``value`` exactly as Hugging Face's chat-template ``tojson`` filter does by default; a value
+    JSON cannot write (a set, an object, a cycle) is an :class:`~kimi_recon.errors.InvalidInputTypeError`."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        raise InvalidTurnError("is nested too deeply to write as JSON", field="arguments") from None
+    except (TypeError, ValueError) as err:
+        raise InvalidInputTypeError(f"must hold only JSON values: {err}", field="arguments") from None
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,11 @@ class ToolCall:
                 f"must be a JSON string or a mapping, got {type(self.arguments).__name__}",
                 field="tool_calls[].function.arguments",
             )
+        if not isinstance(self.arguments, str):
+            try:  # what the template's tojson writes must exist: a set or an object has no JSON
+                tojson(dict(self.arguments))
+            except InvalidInputError as err:
+                raise type(err)(err.message, field="tool_calls[].function.arguments") from None
 
     @property
     def arguments_text(self) -> str:

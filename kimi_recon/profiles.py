@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._arguments import instance_argument
 from .errors import InvalidInputError, preview
 
 if TYPE_CHECKING:
@@ -238,6 +239,7 @@ def renders_turns_alike(a: ChatProfile, b: ChatProfile) -> bool:
 def profile_for_model(model: str, default: str = DEFAULT_PROFILE) -> str:
     """The profile of an OpenRouter-style model id (``moonshotai/kimi-k3``, ``moonshotai/kimi-k2.5:nitro``),
     or ``default`` when the id names no known profile."""
+    instance_argument(model, "model", str, "a model id string")
     name = model.lower().split(":", 1)[0]
     for candidate in (name, name.rsplit("/", 1)[-1]):
         found = _ALIASES.get(candidate, candidate)

@@ -63,6 +63,11 @@ def kimi_roundtrip_audit(kimi_tokenizer: KimiTokenizer, tmp_path_factory: pytest
         allow_errors: bool = False,
         **kwargs: Any,
     ) -> DatasetAudit:
+        from ._arguments import bool_argument, number_argument
+
+        min_exact = number_argument(min_exact, "min_exact")
+        min_benign = None if min_benign is None else number_argument(min_benign, "min_benign")
+        bool_argument(allow_errors, "allow_errors")
         report = audit_dataset(records, kimi_tokenizer, progress=False, **kwargs)
         failures = []
         if report.exact_rate < min_exact:

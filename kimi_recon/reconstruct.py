@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._arguments import choice_argument, instance_argument
 from ._ids import check_ids
 from ._repr import ids_repr, text_repr
 from .errors import InvalidInputError
@@ -90,8 +91,9 @@ def encode_rendered(
     joining them gives the same ids as one encode when no field holds special-token text.
     """
     prof = get_profile(profile)
-    if special_text not in ("special", "ordinary"):
-        raise ValueError(f"special_text must be 'special' or 'ordinary', got {special_text!r}")
+    choice_argument(special_text, "special_text", ("special", "ordinary"))
+    instance_argument(rendered, "rendered", RenderedTurn, "a RenderedTurn (see render_turn_with_flags)")
+    instance_argument(tokenizer, "tokenizer", KimiTokenizer, "a KimiTokenizer (see load_tokenizer)")
     if special_text == "special" or prof.fields_always_ordinary:
         return encode_segments(rendered.segments, tokenizer, prof, fields_plain=rendered.fields_plain, text=rendered.text)
     ids: list[int] = []

@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidInputError, preview
+from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile, profile_or_model
 
@@ -110,6 +110,8 @@ def parse_options(
 
     With no profile (neither the record's nor ``profile``), the model id decides: ``model`` (the response's),
     else the record's own ``model`` key, else ``kimi-k2.5`` (:func:`~kimi_recon.profiles.profile_or_model`)."""
+    if isinstance(read, (str, bytes)) or not isinstance(read, Collection):
+        raise InvalidInputTypeError(f"must be a collection of record keys, got {type(read).__name__}", field="read")
     own = record if record is not None else {}
     if not isinstance(own, Mapping):
         raise InvalidInputError(f"must be an object, got {type(own).__name__}", field="record", sample=sample)

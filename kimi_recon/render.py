@@ -12,7 +12,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidInputError, preview
+from ._arguments import instance_argument
+from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .errors import ReasoningDroppedWarning as ReasoningDroppedWarning  # defined with the others; importable here as before
 from .flags import Flag, FlagCode
 from .models import AssistantTurn
@@ -50,6 +51,8 @@ def check_stop(profile: ChatProfile, stop: str | None) -> str:
 
 def model_tool_call_id(name: str, index: int) -> str:
     """The id the model writes for its ``index``-th tool call of the conversation."""
+    if not isinstance(name, str) or isinstance(index, bool) or not isinstance(index, int):
+        raise InvalidInputTypeError(f"needs a string name and an int index, got {type(name).__name__} and {type(index).__name__}", field="tool_calls[].id")
     return f"functions.{name}:{index}"
 
 
@@ -79,6 +82,8 @@ def render_turn_with_flags(
 def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
     """The segments of what a K2.x model wrote after its generation prompt, and what was noticed (options
     already checked by :func:`render_turn_with_flags`)."""
+    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn (see as_turn)")
+    instance_argument(prof, "prof", ChatProfile, "a ChatProfile (see get_profile)")
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []

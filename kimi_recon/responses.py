@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
 
-from .errors import GenerationFailedError, InvalidResponseError, ServerReportedError, preview
+from ._arguments import instance_argument, int_argument
+from .errors import GenerationFailedError, InvalidResponseError, ServerReportedError, as_text, preview
 from .models import FINISH_REASONS, AssistantTurn, ToolCall
 from .render import MODEL_TOOL_CALL_ID, model_tool_call_id
 
@@ -56,6 +57,7 @@ MESSAGE_FIELDS: tuple[str, ...] = ("content", "reasoning", "reasoning_content", 
 def is_model_call_id(call_id: str | None) -> bool:
     """True when ``call_id`` has the model's own ``functions.NAME:IDX`` shape (None counts: the
     renderer then writes that shape itself)."""
+    instance_argument(call_id, "call_id", str, "a string or None", none=True)
     return call_id is None or MODEL_TOOL_CALL_ID.fullmatch(call_id) is not None
 
 
@@ -75,6 +77,8 @@ def replace_foreign_call_ids(turn: AssistantTurn, call_index_offset: int | None 
     its template, so this is the best guess, not a certainty: ``metadata['replaced_tool_call_ids']``
     keeps the originals. ``call_index_offset`` defaults to the one the turn was parsed with.
     """
+    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn (see as_turn)")
+    int_argument(call_index_offset, "call_index_offset", minimum=0, none=True)
     if call_index_offset is None:
         call_index_offset = int(turn.metadata.get("call_index_offset", 0))
     foreign = _foreign_calls(turn.tool_calls, call_index_offset)
@@ -92,6 +96,13 @@ def replace_foreign_call_ids(turn: AssistantTurn, call_index_offset: int | None 
 # Errors carried inside responses
 
 
+def _json_text(value: object) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except (RecursionError, ValueError):
+        return preview(value, 1000)
+
+
 def error_from_object(
     error: object, *, kind: str = "body", response: Mapping[str, Any] | None = None, sample: object = None
 ) -> ServerReportedError:
@@ -105,16 +116,16 @@ def error_from_object(
         if isinstance(raw_code, (int, str)) and not isinstance(raw_code, bool):
             code = raw_code
         raw_message = error.get("message")
-        message = raw_message if isinstance(raw_message, str) and raw_message else json.dumps(error, default=str)
+        message = raw_message if isinstance(raw_message, str) and raw_message else _json_text(error)
         raw_metadata = error.get("metadata")
         metadata = raw_metadata if isinstance(raw_metadata, Mapping) else None
     else:
-        message = str(error)
+        message = as_text(error)
     return ServerReportedError(
         message,
         code=code,
         kind=kind,
-        prompt_id=None if sample is None else str(sample),
+        prompt_id=None if sample is None else as_text(sample),
         metadata=metadata,
         response=response,
     )
@@ -129,7 +140,7 @@ def finish_reason_error(
         f"{'stream' if kind == 'stream' else 'generation'} ended with finish_reason 'error'",
         code=native if isinstance(native, (int, str)) else None,
         kind=kind,
-        prompt_id=None if sample is None else str(sample),
+        prompt_id=None if sample is None else as_text(sample),
         response=response,
     )
 
@@ -159,6 +170,7 @@ def content_text(content: Any, field: str = "content", sample: object = None) ->
     """
     if content is None or isinstance(content, str):
         return content
+    instance_argument(field, "field", str, "a string")
     if not _is_list(content):
         raise _fail(f"must be a string, a list of parts or null, got {type(content).__name__}", field, sample)
     pieces = []

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ._io import SURROGATE
+from .errors import InvalidInputTypeError
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, EncodingStyle
 from .special_tokens import registry_named, special_texts_in
@@ -97,6 +98,9 @@ def encode_segments(
 
     ``fields_plain``: the caller knows no segment holds special-token-shaped text (a one-encode then
     skips the scan for it); ``text``: their joined text, when the caller has it."""
+    if not isinstance(profile, ChatProfile) or not isinstance(tokenizer, KimiTokenizer):
+        wrong = ("profile", "a ChatProfile (see get_profile)", profile) if not isinstance(profile, ChatProfile) else ("tokenizer", "a KimiTokenizer", tokenizer)
+        raise InvalidInputTypeError(f"must be {wrong[1]}, got {type(wrong[2]).__name__}", field=wrong[0])
     return encode_with_style(segments, tokenizer, marker_ids(profile), profile.encoding, fields_plain=fields_plain, text=text)
 
 

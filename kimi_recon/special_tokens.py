@@ -15,12 +15,13 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, overload
 
-from .errors import TokenizerLoadError, UnknownSpecialTokenError
+from ._arguments import instance_argument
+from .errors import InvalidInputTypeError, TokenizerLoadError, UnknownSpecialTokenError
 
 if TYPE_CHECKING:
     from .profiles import ChatProfile
@@ -42,6 +43,7 @@ _BRACKET_SHAPE = re.compile(r"\[[A-Z]{3}\]")
 def special_texts_in(text: str, known: Container[str] | None = None) -> list[str]:
     """Special-token-shaped substrings of ``text`` (``SPECIAL_TEXT_SHAPE.findall``), in order; only those
     in ``known`` when it is given."""
+    instance_argument(text, "text", str, "a string")
     angle = _ANGLE_SHAPE.findall(text) if "<" in text else []  # most text: memchr scans instead of a regex pass
     bracket = _BRACKET_SHAPE.findall(text) if "[" in text else []
     if angle and bracket:
@@ -147,6 +149,11 @@ class SpecialTokenRegistry:
     """
 
     def __init__(self, tokens: Iterable[SpecialToken], name: str = "custom") -> None:
+        if isinstance(tokens, (str, bytes, Mapping)) or not isinstance(tokens, Iterable):
+            raise InvalidInputTypeError(f"must be an iterable of SpecialToken, got {type(tokens).__name__}", field="tokens")
+        tokens = list(tokens)
+        if not all(isinstance(t, SpecialToken) for t in tokens):
+            raise InvalidInputTypeError("must hold only SpecialToken entries", field="tokens")
         self.name = name
         self._tokens = tuple(sorted(tokens, key=lambda t: t.id))
         # Later entries win on a clash; the audit reports clashes instead of the lookups hiding them.

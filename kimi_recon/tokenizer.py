@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import tiktoken
 
-from .errors import InvalidInputError, TokenizerLoadError, preview
+from ._arguments import instance_argument
+from .errors import InvalidInputError, InvalidInputTypeError, TokenizerLoadError, preview
 from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
 
 from .profiles import ChatProfile, get_profile
@@ -248,6 +249,12 @@ class KimiTokenizer:
         source: str = "",
         vocab_sha256: str | None = None,
     ) -> None:
+        instance_argument(encoding, "encoding", tiktoken.Encoding, "a tiktoken.Encoding (load a tokenizer with load_tokenizer)")
+        instance_argument(added_tokens, "added_tokens", Mapping, "a mapping of id to AddedToken", none=True)
+        instance_argument(chat_template, "chat_template", str, "a string", none=True)
+        instance_argument(model_config, "model_config", Mapping, "a mapping", none=True)
+        instance_argument(source, "source", str, "a string")
+        instance_argument(vocab_sha256, "vocab_sha256", str, "a string", none=True)
         self._encoding = encoding
         self.added_tokens: Mapping[int, AddedToken] = dict(added_tokens or {})
         self.chat_template = chat_template
@@ -465,9 +472,20 @@ def load_tokenizer(source: object = None, *, verify_hash: bool = True, profile: 
     return _load_hf_object(source, verify_hash=verify_hash)
 
 
+def checked_tokenizer(tokenizer: object, field: str = "tokenizer") -> KimiTokenizer | None:
+    """``tokenizer`` when it is a :class:`KimiTokenizer` or None; any other object is an
+    :class:`~kimi_recon.errors.InvalidInputTypeError` naming ``field`` (load one with :func:`load_tokenizer`)."""
+    if tokenizer is None or isinstance(tokenizer, KimiTokenizer):
+        return tokenizer
+    raise InvalidInputTypeError(
+        f"must be a KimiTokenizer (see load_tokenizer) or None, got {type(tokenizer).__name__}", field=field
+    )
+
+
 def tokenizer_for_profile(tokenizer: KimiTokenizer | None, profile: str | ChatProfile) -> KimiTokenizer:
     """``tokenizer``, or the bundled one of ``profile`` when it is None or the bundled tokenizer of
     another table (so a default K2.5 tokenizer passed along a K3 pipeline decodes K3's names)."""
+    checked_tokenizer(tokenizer)
     if tokenizer is not None and tokenizer.source not in _BUNDLED_TABLES:
         return tokenizer
     table = get_profile(profile).special_tokens
@@ -525,6 +543,8 @@ def _rebuild(
 
 def load_tokenizer_dir(path: Path, *, verify_hash: bool = True) -> KimiTokenizer:
     """Load a Kimi tokenizer directory (tiktoken.model, tokenizer_config.json, optional template and config)."""
+    instance_argument(path, "path", (str, os.PathLike), "a tokenizer directory path")
+    path = Path(path)
     vocab_path = path / VOCAB_FILE
     config_path = path / CONFIG_FILE
     for required in (vocab_path, config_path):

@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ._arrow import ArrowMessages
 from ._repr import ids_repr
 from .chat_template import render_chat_template
-from .errors import InvalidInputError
+from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, FlagCode, flags_to_json
 from .models import AssistantTurn, tojson
 from .profiles import ChatProfile
@@ -17,7 +18,7 @@ from .record_options import RecordOptions, parse_options
 from .responses import as_turn
 from .segments import Segment, encode_segments, surrogate_flag
 from .special_tokens import special_texts_in
-from .tokenizer import KimiTokenizer, load_tokenizer, tokenizer_for_profile
+from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer, tokenizer_for_profile
 from .tool_declaration import render_tools_declaration
 from .usage_check import TokenCounts
 
@@ -99,6 +100,8 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
     The model numbers its calls across the whole conversation, so a new turn's first call is not 0.
     A ``tool_calls`` that is not a list (null, a string, an object) counts as none.
     """
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidInputTypeError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
     total = 0
     for message in messages:
         if isinstance(message, Mapping) and message.get("role") == "assistant":
@@ -150,7 +153,7 @@ def _render_prompt(
         return "".join(s.text for s in segments)
     source = template if template is not None else prof.template_source()
     if source is None:
-        tok = tokenizer if tokenizer is not None else load_tokenizer()
+        tok = checked_tokenizer(tokenizer) or load_tokenizer()
         source = tok.chat_template
         if source is None:
             raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
@@ -222,12 +225,30 @@ def _encode_prompt(
     messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None
 ) -> tuple[list[int], str]:
     """The prompt's ids and its text."""
+    if isinstance(messages, ArrowMessages):
+        return _encode_arrow_prompt(messages, options, tok, template)
     segments = _prompt_segments(messages, options)
     if segments is not None:
         return encode_segments(segments, tok, options.profile), "".join(s.text for s in segments)
     text = _render_prompt(messages, options, tok, template)
     # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
     return tok.encode_with_specials(text, frozenset(special_texts_in(text))), text
+
+
+def _encode_arrow_prompt(messages: ArrowMessages, options: RecordOptions, tok: KimiTokenizer, template: str | None) -> tuple[list[int], str]:
+    """The prompt of messages read from Arrow: without Arrow's nulls, refused when the nulls change its text
+    (a null the renderer refuses cannot be the original's: that form is not compared)."""
+    if messages.refusal is not None:
+        raise messages.refusal
+    ids, text = _encode_prompt(list(messages), options, tok, template)
+    if messages.nulls:
+        try:
+            with_nulls = _render_prompt(messages.with_nulls, options, tok, template)
+        except InvalidInputError:
+            return ids, text
+        if with_nulls != text:
+            raise messages.ambiguity()
+    return ids, text
 
 
 def build_training_sample(

@@ -13,10 +13,14 @@ way against ``completion_tokens_details.reasoning_tokens`` when the server gives
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Mapping, Sequence
+import numbers
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from ._arguments import int_argument
+from .errors import InvalidInputTypeError
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile
 
@@ -32,6 +36,7 @@ __all__ = [
     "check_with_profile",
     "reasoning_span",
     "reported_counts",
+    "unreadable_figures",
 ]
 
 #: The usage fields checked, also the prefix of each mismatch flag (``completion_tokens_mismatch``, …).
@@ -113,11 +118,16 @@ class CountCheck:
 
 @dataclass(frozen=True)
 class TokenCounts:
-    """Every usage figure a record carried, each against its rebuilt ids (None: not reported or not checkable)."""
+    """Every usage figure a record carried, each against its rebuilt ids (None: not reported or not checkable).
+
+    ``unreadable`` names the figures that were there but not a non-negative integer (``12.5``, ``"12"``,
+    ``-1``, ``true``): not checked, and flagged ``usage_figure_unreadable`` (a count is a whole number; a
+    server that writes another thing is not one whose figure can vouch for the ids)."""
 
     completion: CountCheck | None = None
     prompt: CountCheck | None = None
     reasoning: CountCheck | None = None
+    unreadable: tuple[str, ...] = ()
 
     @property
     def checks(self) -> tuple[CountCheck, ...]:
@@ -138,8 +148,12 @@ class TokenCounts:
 
     def flags(self) -> tuple[Flag, ...]:
         """One :class:`~kimi_recon.flags.Flag` per figure no convention explains (code ``<field>_mismatch``,
-        ``delta`` reported - rebuilt)."""
-        return tuple(Flag(c.flag_code, c.explain(), c.usage_field, c.delta) for c in self.mismatches)
+        ``delta`` reported - rebuilt), and one ``usage_figure_unreadable`` per figure in :attr:`unreadable`."""
+        unreadable = tuple(
+            Flag(FlagCode.USAGE_FIGURE_UNREADABLE, f"usage {where} is not a non-negative integer, so it was not checked", f"usage.{where}")
+            for where in self.unreadable
+        )
+        return tuple(Flag(c.flag_code, c.explain(), c.usage_field, c.delta) for c in self.mismatches) + unreadable
 
     @classmethod
     def from_dict(cls, data: object) -> TokenCounts | None:
@@ -177,6 +191,8 @@ def check_count(
     ``allowed`` pins the conventions the server follows (None: any that applies), so a row that fits
     only another one is a mismatch, not explained away. ``opened``: the ids also start with their span's
     opening token (K2-Thinking's ``<think>``), which a server may leave out with the closing one."""
+    reported = int_argument(reported, "reported")
+    rebuilt = int_argument(rebuilt, "rebuilt", minimum=0)
     conventions = [Convention.EXACT]
     if closed:
         conventions.append(Convention.WITHOUT_STOP)
@@ -191,14 +207,27 @@ def check_count(
 
 
 def _count(value: object) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if type(value) is int and value >= 0:
         return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:  # numpy ints from Arrow batches
+        return int(value)
     return None
+
+
+def unreadable_figures(usage: object) -> tuple[str, ...]:
+    """The figures of ``usage`` that are there (not null) but not non-negative integers, by their place in it."""
+    if not isinstance(usage, Mapping):
+        return ()
+    details = usage.get("completion_tokens_details")
+    figures = [(PROMPT, usage.get(PROMPT)), (COMPLETION, usage.get(COMPLETION))]
+    if isinstance(details, Mapping):
+        figures.append((f"completion_tokens_details.{REASONING}", details.get(REASONING)))
+    return tuple(where for where, value in figures if value is not None and _count(value) is None)
 
 
 def reported_counts(usage: object) -> tuple[int | None, int | None, int | None]:
     """``(prompt_tokens, completion_tokens, reasoning_tokens)`` of a ``usage`` object; None for a figure
-    missing or not a non-negative integer (such a figure is not checked)."""
+    missing or not a non-negative integer (such a figure is not checked; :func:`unreadable_figures` names it)."""
     if not isinstance(usage, Mapping):
         return None, None, None
     details = usage.get("completion_tokens_details")
@@ -215,6 +244,7 @@ def reasoning_span(
     none when the turn has no ``think_end_id`` (thinking off). None when the format has no such token."""
     if think_end_id is None:
         return None
+    output_ids = _checked_ids(output_ids) or []
     try:
         return output_ids.index(think_end_id) + 1, True
     except ValueError:
@@ -248,6 +278,11 @@ def check_token_counts(
     a model writes itself (K2-Thinking); ``reasoning_ran_into`` the id the reasoning ran into when the turn
     has no ``</think>`` (see :func:`reasoning_span`).
     """
+    output_ids = _checked_ids(output_ids)
+    prompt_len = int_argument(prompt_len, "prompt_len", minimum=0, none=True)
+    stop_id = int_argument(stop_id, "stop_id")
+    eos_id = int_argument(eos_id, "eos_id", none=True)
+    think_end_id = int_argument(think_end_id, "think_end_id", none=True)
     prompt_reported, completion_reported, reasoning_reported = reported_counts(usage)
     allowed = None if completion_conventions is None else {Convention(c) for c in completion_conventions}
     completion = reasoning = prompt = None
@@ -263,7 +298,20 @@ def check_token_counts(
             reasoning = check_count(REASONING, reasoning_reported, span[0], closed=span[1], opened=opened)
     if prompt_len is not None and prompt_reported is not None:
         prompt = check_count(PROMPT, prompt_reported, prompt_len, closed=False)
-    return TokenCounts(completion, prompt, reasoning)
+    return TokenCounts(completion, prompt, reasoning, unreadable_figures(usage))
+
+
+def _checked_ids(ids: object) -> list[int] | None:
+    """Output ids as a list (a numpy array or tuple from a batch becomes one); only their count and a few
+    ids are read, so the items are not checked one by one."""
+    if ids is None or type(ids) is list:
+        return ids
+    if isinstance(ids, (str, bytes, Mapping, AbstractSet)) or not isinstance(ids, Iterable):
+        raise InvalidInputTypeError(f"must be a list of token ids, got {type(ids).__name__}", field="output_ids")
+    values = list(ids)
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+        raise InvalidInputTypeError("must be a list of integer token ids", field="output_ids")
+    return [int(v) for v in values]
 
 
 def check_with_profile(

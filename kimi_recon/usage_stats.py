@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from ._arguments import instance_argument
 from .usage_check import COMPLETION, PROMPT, REASONING, TokenCounts
 
 __all__ = ["UNKNOWN_PROVIDER", "TokenCountTally", "report_lines"]
@@ -120,6 +121,7 @@ class TokenCountTally:
 
 def report_lines(report: Mapping[str, Any]) -> list[str]:
     """The readable form of a :meth:`TokenCountTally.to_dict` report (empty when nothing was checked)."""
+    instance_argument(report, "report", Mapping, "an audit report object (a mapping)")
     providers = report.get("providers") or {}
     if not providers:
         return []

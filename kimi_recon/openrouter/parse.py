@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import responses
 from .._io import SURROGATE
-from ..errors import ServerReportedError
+from ..errors import InvalidInputTypeError, ServerReportedError
 from ..models import AssistantTurn
 from ..render import model_tool_call_id as model_call_id
 from ..responses import is_model_call_id, replace_foreign_call_ids, to_plain
@@ -93,8 +93,12 @@ _SSE_EOL = re.compile(r"\r\n|\r|\n")
 def iter_sse_lines(data: Iterable[bytes]) -> Iterator[str]:
     """SSE lines from raw body bytes as they arrive (chunk boundaries anywhere, even inside a UTF-8
     character or between CR and LF), split only where SSE splits."""
+    if isinstance(data, (str, bytes)) or not isinstance(data, Iterable):
+        raise InvalidInputTypeError(f"must be an iterable of byte blocks, got {type(data).__name__}", field="stream")
     buffer = b""
     for block in data:
+        if not isinstance(block, (bytes, bytearray)):
+            raise InvalidInputTypeError(f"must hold bytes blocks, got {type(block).__name__}", field="stream")
         buffer += block
         while True:
             cr, lf = buffer.find(b"\r"), buffer.find(b"\n")
@@ -107,9 +111,16 @@ def iter_sse_lines(data: Iterable[bytes]) -> Iterator[str]:
             else:
                 line = buffer[:cr]
                 buffer = buffer[cr + 2 :] if buffer[cr + 1 : cr + 2] == b"\n" else buffer[cr + 1 :]
-            yield line.decode("utf-8")
+            yield _utf8(line)
     if buffer:
-        yield buffer.rstrip(b"\r").decode("utf-8")
+        yield _utf8(buffer.rstrip(b"\r"))
+
+
+def _utf8(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidResponseError(f"SSE text is not UTF-8 ({err.reason} at byte {err.start})", field="stream") from None
 
 
 def iter_stream_chunks(chunks: Iterable[Any]) -> Iterator[Mapping[str, Any] | None]:
@@ -132,15 +143,22 @@ def iter_stream_chunks(chunks: Iterable[Any]) -> Iterator[Mapping[str, Any] | No
             return
         try:
             value = json.loads(payload)
+        except RecursionError:
+            raise InvalidResponseError("SSE data is JSON nested too deeply to read", field="stream") from None
         except ValueError as err:
             raise InvalidResponseError(f"SSE data is not JSON ({err}): {payload[:200]!r}", field="stream") from None
         if not isinstance(value, Mapping):
             raise InvalidResponseError(f"SSE data must be a JSON object, got {type(value).__name__}", field="stream")
         yield value
 
+    if isinstance(chunks, (str, bytes)) or not isinstance(chunks, Iterable):
+        raise InvalidInputTypeError(f"must be an iterable of chunks or SSE lines, got {type(chunks).__name__}", field="stream")
     for item in chunks:
         if isinstance(item, bytes):
-            item = item.decode("utf-8")
+            try:
+                item = item.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InvalidResponseError(f"SSE text is not UTF-8 ({err.reason} at byte {err.start})", field="stream") from None
         if isinstance(item, str):
             for line in _SSE_EOL.split(item):
                 if line == "":
@@ -168,6 +186,8 @@ def _is_json(text: str) -> bool:
         return True
     try:
         json.loads(text)
+    except RecursionError:
+        return True  # complete enough to be read, and refused there
     except ValueError:
         return False
     return True
@@ -236,6 +256,8 @@ def assemble_stream(chunks: Iterable[Any], *, sample: object = None) -> dict[str
     :class:`OpenRouterError` on an error chunk (carrying its code, message and what had arrived) and on
     a raw SSE stream that stopped before ``[DONE]`` without a finish reason (a dropped connection).
     """
+    if not isinstance(chunks, (str, bytes, Iterable)):
+        raise InvalidInputTypeError(f"must be an iterable of chunks or SSE text, got {type(chunks).__name__}", field="stream")
     acc = _Assembly()
     # A whole SSE body may come as one string; a generator must be read once, to know if it is SSE.
     items: Sequence[Any] = [chunks] if isinstance(chunks, (str, bytes)) else list(chunks)
