@@ -101,9 +101,25 @@ def _several_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Se
     return ("tool_calls",) if len(turn.tool_calls) > 1 else ()
 
 
+def _boundary_space(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    """A field that starts or ends with a space: where a detokenizer that joins special tokens with spaces
+    (vLLM's slow one, ``spaces_between_special_tokens`` on) adds one next to a marker. The space usually merges
+    into the next token, so the count stays and only the text shows it."""
+    return tuple(
+        name
+        for name, text in (("reasoning", turn.reasoning), ("content", turn.content))
+        if text and (text[0] == " " or text[-1] == " ")
+    )
+
+
 def _loss(name: str, fmt: str, what: str, applies: ShapeTest) -> tuple[str, ParserLoss]:
     return name, ParserLoss(name, fmt, what, applies)
 
+
+_SPACED = (
+    "a detokenizer with spaces_between_special_tokens on (vLLM's default for Kimi's slow tokenizer) puts a "
+    "space next to every marker; a space at the edge of a field may not be the model's"
+)
 
 #: Every loss a known parser can cause (vLLM ``tool_parsers/kimi_k2_tool_parser.py``, ``parser/kimi_k2.py``,
 #: ``parser/kimi_k3.py``, ``reasoning/kimi_k2_reasoning_parser.py``; SGLang ``function_call/kimik2_detector.py``,
@@ -137,6 +153,8 @@ LOSSES: Final[Mapping[str, ParserLoss]] = dict(
         _loss("k3_duplicate_keys_merged", "k3", "duplicate argument keys are merged", _calls),
         _loss("k3_whitespace_dropped", "k3", "whitespace between tags and text after the tools block is dropped", _calls),
         _loss("k3_blank_message_nulled", "k3", "a whitespace-only answer comes back as null or empty", _content_empty),
+        _loss("spaces_around_markers", "k2", _SPACED, _boundary_space),
+        _loss("k3_spaces_around_markers", "k3", _SPACED, _boundary_space),
     ]
 )
 
@@ -172,14 +190,14 @@ SERVERS: Final[Mapping[str, ServerProfile]] = {
     "vllm==0.15.1": ServerProfile(
         "vllm==0.15.1",
         "vLLM 0.15.1 (KimiK2ToolParser, KimiK2ReasoningParser): call ids replaced by chatcmpl-tool-…",
-        frozenset((*_K2_COMMON, "ids_rebuilt")),
+        frozenset((*_K2_COMMON, "ids_rebuilt", "spaces_around_markers")),
         _COUNTS_EVERY_ID,
         _VLLM_IDS,
     ),
     "vllm==0.33.0": ServerProfile(
         "vllm==0.33.0",
         "vLLM 0.33.0 (parser/kimi_k2.py, parser/kimi_k3.py)",
-        frozenset((*_K2_COMMON, *_K3_COMMON)),
+        frozenset((*_K2_COMMON, *_K3_COMMON, "spaces_around_markers", "k3_spaces_around_markers")),
         _COUNTS_EVERY_ID,
         _VLLM_IDS,
     ),

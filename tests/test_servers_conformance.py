@@ -36,16 +36,17 @@ ROW_KEYS = {
 # and no usage, a call vLLM dropped whole (the request offered no tools) leaves a turn that looks whole.
 # Lower these as the library learns more, never raise them.
 SILENT_WRONG_WITH_USAGE = 0
-SILENT_WRONG_MESSAGE_ONLY = 93
+SILENT_WRONG_MESSAGE_ONLY = 88
 #: loss flags on exact rows, at most this share per server (issue 20's measure)
 LOSS_ON_EXACT_MAX = 0.02
 # The same for the streaming rows (tests/data/servers/stream/: vllm 0.33.0's parse_delta, client-accumulated).
-STREAM_SILENT_WRONG_WITH_USAGE = 42
-STREAM_SILENT_WRONG_MESSAGE_ONLY = 167
+STREAM_SILENT_WRONG_WITH_USAGE = 0
+STREAM_SILENT_WRONG_MESSAGE_ONLY = 80
 # And for the rows through vLLM's own slow detokenizer at its default (tests/data/servers/spaced/: a space
-# between every added token and its neighbours).
-SPACED_SILENT_WRONG_WITH_USAGE = 120
-SPACED_SILENT_WRONG_MESSAGE_ONLY = 207
+# between every added token and its neighbours). Before the loss ``spaces_around_markers``: 20 with usage and the
+# server named (a leading space merges into the next token, so the count agreed), 25 unknown, 44 message only.
+SPACED_SILENT_WRONG_WITH_USAGE = 0
+SPACED_SILENT_WRONG_MESSAGE_ONLY = 0
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +243,5 @@ def test_spaced_detokenizer_silent_wrong_does_not_grow_past_the_ratchet() -> Non
     print(format_table(with_usage, key=lambda o: o.server, title="vLLM slow detokenizer, spaces between added tokens, with usage"))
     assert sum(o.outcome == "silent_wrong" for o in with_usage) <= SPACED_SILENT_WRONG_WITH_USAGE
     assert sum(o.outcome == "silent_wrong" for o in measure(spaced, usage=False)) <= SPACED_SILENT_WRONG_MESSAGE_ONLY
+    named = measure(spaced, usage=True, rebuild=named_server_rebuild)
+    assert sum(o.outcome == "silent_wrong" for o in named) <= SPACED_SILENT_WRONG_WITH_USAGE
