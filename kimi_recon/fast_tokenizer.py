@@ -24,7 +24,7 @@ from ._arguments import instance_argument
 from .tokenizer import checked_tokenizer
 from ._io import atomic_output
 from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
-from .errors import InvalidInputError, OutputFileError
+from .errors import InvalidInputError, InvalidInputTypeError, OutputFileError, preview
 from .profiles import get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
 from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
@@ -107,6 +107,9 @@ def bpe_merges(ranks: Mapping[bytes, int]) -> list[tuple[bytes, bytes]]:
     could only come out of tiktoken as a whole piece; the Kimi vocab has none, and one is refused.
     """
     instance_argument(ranks, "ranks", Mapping, "a mapping of token bytes to rank")
+    for token, rank in ranks.items():  # once, before the sort compares them
+        if not isinstance(token, bytes) or isinstance(rank, bool) or not isinstance(rank, int):
+            raise InvalidInputTypeError(f"must map bytes to int ranks, got {preview(token)}: {preview(rank)}", field="ranks")
     merges: list[tuple[bytes, bytes]] = []
     for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
         if len(token) < 2:
@@ -290,6 +293,8 @@ def encode_like_official(fast: tokenizers.Tokenizer, text: str) -> list[int]:
     """The official ids of ``text`` with a fast tokenizer: the pieces the official encode cuts, encoded one by one."""
     if not isinstance(text, str):
         raise InvalidInputError(f"must be a str, got {type(text).__name__}", field="text")
+    if not callable(getattr(fast, "encode_batch", None)):
+        raise InvalidInputTypeError(f"must be a tokenizers.Tokenizer, got {type(fast).__name__}", field="fast")
     ids: list[int] = []
     for encoding in fast.encode_batch(list(official_chunks(text)), add_special_tokens=False):  # [text] when uncut
         ids += encoding.ids

@@ -430,13 +430,9 @@ KNOWN_UNNAMED: dict[str, str] = {
     "kimi_recon.openrouter.redact": _GEN + " (the key redaction)",
     "kimi_recon.openrouter.export.export_rows": "branch cli-input changes export in issue 22",
     "kimi_recon.openrouter.export.log_row_to_training_row": "branch cli-input changes export in issue 22",
-    "kimi_recon.openrouter.rebuild.make_prompt_counter": "an lru_cache size argument of the wrong type: a TypeError",
-    "kimi_recon.openrouter.cli.register": "argparse wiring: an object without add_parser is an AttributeError",
     "kimi_recon.responses.finish_reason_error": "str() of a sample nested too deeply: RecursionError",
     "kimi_recon.openrouter.parse.error_from_object": "repr of a sample nested too deeply: RecursionError",
     "kimi_recon.usage_check.reasoning_span": "a numpy array as think_end_id: ValueError",
-    "kimi_recon.fast_tokenizer.bpe_merges": "ranks whose values are not ints: TypeError in sorting",
-    "kimi_recon.fast_tokenizer.encode_like_official": "a fast tokenizer argument of the wrong type: AttributeError",
 }
 #: A missing input path is a FileNotFoundError until branch api-first (issue 22) makes it InputFileNotFoundError,
 #: a KimiReconError that is still a FileNotFoundError; after that merge this tolerates nothing.
@@ -499,7 +495,7 @@ def calls(draw: st.DrawFn, fn: Callable[..., Any], name: str) -> tuple[list[Any]
 
 @pytest.mark.parametrize(("name", "fn"), PUBLIC, ids=[n for n, _ in PUBLIC])
 def test_every_public_name_raises_only_named_errors_on_any_arguments(name: str, fn: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if name in KNOWN_UNNAMED:
+    if name in KNOWN_UNNAMED and not os.environ.get("KIMI_FUZZ_UNNAMED_TOO"):
         pytest.skip(f"known: {KNOWN_UNNAMED[name]}")
     monkeypatch.chdir(tmp_path)  # a path argument that names a file to write writes it here
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

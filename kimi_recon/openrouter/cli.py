@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._terminal import terminal_safe
+from .._arguments import instance_argument
 from ..errors import KimiReconError
 
 DESCRIPTION = """\
@@ -164,6 +165,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``generate`` subcommand to the main CLI's subparsers."""
+    instance_argument(subparsers, "subparsers", argparse._SubParsersAction, "argparse subparsers (ArgumentParser.add_subparsers())")
     p = subparsers.add_parser(
         "generate",
         help="run a prompt file through OpenRouter into a resumable log with rebuilt ids (needs the openrouter extra)",

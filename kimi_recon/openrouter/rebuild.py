@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._arguments import int_argument
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from .parse import count_tool_calls
@@ -87,6 +88,7 @@ def make_prompt_counter(
     from ..tokenizer import MAX_RUN_CHARS, load_tokenizer, tokenizer_for_profile
     from ..training import encode_prompt, render_prompt
 
+    cache_size = int_argument(cache_size, "cache_size", minimum=0)
     prof = get_profile(profile)
     tok = tokenizer_for_profile(load_tokenizer(tokenizer), prof)
 
