@@ -136,6 +136,8 @@ def finish_reason_error(
 ) -> GenerationFailedError:
     """The :class:`GenerationFailedError` a ``finish_reason: "error"`` stands for: OpenRouter ends a failed
     generation that way, with the provider's code (when any) in ``native_finish_reason``."""
+    instance_argument(kind, "kind", str, "a str")
+    instance_argument(response, "response", Mapping, "a mapping", none=True)
     return GenerationFailedError(
         f"{'stream' if kind == 'stream' else 'generation'} ended with finish_reason 'error'",
         code=native if isinstance(native, (int, str)) else None,

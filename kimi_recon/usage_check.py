@@ -242,6 +242,8 @@ def reasoning_span(
     ``think_end_id`` (closed); all of them when the turn was cut inside its reasoning (open); up to the
     first ``ran_into`` id when the reasoning ran straight into it (the tool section, no ``</think>``: open);
     none when the turn has no ``think_end_id`` (thinking off). None when the format has no such token."""
+    think_end_id = int_argument(think_end_id, "think_end_id", none=True)
+    ran_into = int_argument(ran_into, "ran_into", none=True)
     if think_end_id is None:
         return None
     output_ids = _checked_ids(output_ids) or []

@@ -430,9 +430,6 @@ KNOWN_UNNAMED: dict[str, str] = {
     "kimi_recon.openrouter.redact": _GEN + " (the key redaction)",
     "kimi_recon.openrouter.export.export_rows": "branch cli-input changes export in issue 22",
     "kimi_recon.openrouter.export.log_row_to_training_row": "branch cli-input changes export in issue 22",
-    "kimi_recon.responses.finish_reason_error": "str() of a sample nested too deeply: RecursionError",
-    "kimi_recon.openrouter.parse.error_from_object": "repr of a sample nested too deeply: RecursionError",
-    "kimi_recon.usage_check.reasoning_span": "a numpy array as think_end_id: ValueError",
 }
 #: A missing input path is a FileNotFoundError until branch api-first (issue 22) makes it InputFileNotFoundError,
 #: a KimiReconError that is still a FileNotFoundError; after that merge this tolerates nothing.
