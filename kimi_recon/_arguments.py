@@ -5,6 +5,7 @@ naming it rather than an ``AttributeError`` deep inside."""
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Collection
 from typing import Any
 
@@ -53,3 +54,16 @@ def instance_argument(value: object, field: str, kind: type | tuple[type, ...], 
     if (value is None and none) or isinstance(value, kind):
         return value
     raise InvalidInputTypeError(f"must be {what}, got {type(value).__name__}", field=field)
+
+
+def path_argument(value: object, field: str) -> Any:
+    """``value`` when it is a str or ``os.PathLike`` path without a NUL (which ``open`` refuses with a
+    ``ValueError``)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise InvalidInputTypeError(f"must be a path (str or os.PathLike), got {type(value).__name__}", field=field)
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        raise InvalidInputTypeError(f"must be a text path, got {type(text).__name__}", field=field)
+    if "\x00" in text:
+        raise InvalidInputError(f"must not hold a NUL character, got {preview(text)}", field=field)
+    return value

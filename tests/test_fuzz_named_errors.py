@@ -417,11 +417,7 @@ _GEN = "generate's rows, output, prompts and options: branch gen-hostile changes
 KNOWN_UNNAMED: dict[str, str] = {
     "kimi_recon.openrouter.rows.ok_row": _GEN,
     "kimi_recon.openrouter.rows.error_row": _GEN,
-    "kimi_recon.openrouter.output.OutputFile": _GEN,
     "kimi_recon.openrouter.output.encode_row": _GEN,
-    "kimi_recon.openrouter.output.scan_rows": _GEN,
-    "kimi_recon.openrouter.prompts.parse_prompts": _GEN,
-    "kimi_recon.openrouter.prompts.read_prompts": _GEN,
     "kimi_recon.openrouter.options.RequestOptions": _GEN,
     "kimi_recon.openrouter.options.request_kwargs": _GEN,
     "kimi_recon.openrouter.generate.GenerateConfig": _GEN,

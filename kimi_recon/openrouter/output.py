@@ -36,6 +36,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .._arguments import bool_argument, instance_argument, path_argument
 from .._io import SURROGATE
 from .._io import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
 from ..errors import InvalidInputError, OutputFileError
@@ -203,9 +204,12 @@ def scan_rows(lines: Iterable[str], path: str = "<output>") -> ResumeState:
     A prompt's outcome is its last row. Only an error row may be followed by another row of the same id
     (a retry: ``generate --retry-errors``); a second row after an ``ok`` one means two writers or a
     hand-edited file, and resuming into it is refused."""
+    instance_argument(lines, "lines", Iterable, "an iterable of lines")
+    instance_argument(path, "path", str, "a str")
     last_ok: dict[str, bool] = {}  # id -> whether its last row so far is ok
     cost = 0.0
     for line_no, line in enumerate(lines, 1):
+        instance_argument(line, f"lines[{line_no - 1}]", (str, bytes), "a str line")
         if not line.strip():
             continue
         try:
@@ -233,8 +237,9 @@ class OutputFile:
     """
 
     def __init__(self, path: str | Path, *, fsync: bool = True, secret: str | None = None) -> None:
-        self.path = Path(path)
-        self.fsync = fsync
+        self.path = Path(path_argument(path, "path"))
+        self.fsync = bool_argument(fsync, "fsync")
+        instance_argument(secret, "secret", str, "a str", none=True)
         self._secret = secret
         self._fd: int | None = None
         self.state: ResumeState | None = None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._arguments import instance_argument, path_argument
 from .._io import read_lines
 from ..errors import InvalidInputError
 from ..record_options import parse_options
@@ -174,10 +175,13 @@ def parse_prompts(lines: Iterable[str | bytes], *, secret: str | None = None) ->
     sent): which one a resumed run should treat as done would be ambiguous. Identical id-less prompts
     are numbered instead, because sampling one prompt several times is a normal thing to do.
     """
+    instance_argument(lines, "lines", Iterable, "an iterable of lines")
+    instance_argument(secret, "secret", str, "a str", none=True)
     out: list[Prompt | BadPrompt] = []
     seen: dict[str, int] = {}
     derived_count: dict[str, int] = {}
     for line_no, text in enumerate(lines, 1):
+        instance_argument(text, f"lines[{line_no - 1}]", (str, bytes), "a str or bytes line")
         if not text.strip():
             continue
         item, derived = _parse_record(text, line_no, secret)
@@ -199,4 +203,5 @@ def parse_prompts(lines: Iterable[str | bytes], *, secret: str | None = None) ->
 
 def read_prompts(path: str | Path, *, secret: str | None = None) -> list[Prompt | BadPrompt]:
     """:func:`parse_prompts` over a file (``-`` for stdin), read as bytes: a line that is not UTF-8 is a bad prompt."""
+    path_argument(path, "path")
     return parse_prompts(read_lines(path, "prompts"), secret=secret)
