@@ -417,13 +417,9 @@ _GEN = "generate's rows, output, prompts and options: branch gen-hostile changes
 KNOWN_UNNAMED: dict[str, str] = {
     "kimi_recon.openrouter.rows.ok_row": _GEN,
     "kimi_recon.openrouter.rows.error_row": _GEN,
-    "kimi_recon.openrouter.output.encode_row": _GEN,
     "kimi_recon.openrouter.options.RequestOptions": _GEN,
     "kimi_recon.openrouter.options.request_kwargs": _GEN,
     "kimi_recon.openrouter.generate.GenerateConfig": _GEN,
-    "kimi_recon.openrouter.client.api_key_from_env": _GEN,
-    "kimi_recon.openrouter.errors.redact": _GEN + " (the key redaction)",
-    "kimi_recon.openrouter.redact": _GEN + " (the key redaction)",
     "kimi_recon.openrouter.export.export_rows": "branch cli-input changes export in issue 22",
     "kimi_recon.openrouter.export.log_row_to_training_row": "branch cli-input changes export in issue 22",
 }

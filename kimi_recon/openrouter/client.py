@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._arguments import instance_argument
 from .errors import MIN_SECRET_LENGTH, InvalidResponseError, OpenRouterError, redact, redact_text
 from .parse import assemble_stream, error_from_object, is_retryable_code, iter_sse_lines
 
@@ -35,7 +36,9 @@ T = TypeVar("T")
 
 def api_key_from_env(environ: Mapping[str, str] | None = None) -> str:
     """The key from ``OPENROUTER_API_KEY``; a clear error (without any key material) when unset."""
-    key = (os.environ if environ is None else environ).get(API_KEY_ENV, "").strip()
+    instance_argument(environ, "environ", Mapping, "a mapping of names to values", none=True)
+    raw = (os.environ if environ is None else environ).get(API_KEY_ENV, "")
+    key = instance_argument(raw, API_KEY_ENV, str, "a str").strip()
     if not key:
         raise OpenRouterError(f"set {API_KEY_ENV} to your OpenRouter API key", code="no_api_key", kind="config")
     return checked_api_key(key)

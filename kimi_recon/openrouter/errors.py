@@ -24,6 +24,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from .._arguments import bool_argument, instance_argument
 from ..errors import GenerationFailedError, InvalidInputError, ServerReportedError
 from ..errors import InvalidResponseError as InvalidResponseError  # re-exported: it used to live here
 
@@ -54,14 +55,23 @@ def redact(value: Any, secret: str | None, *, fragments: bool = False) -> Any:
     With ``fragments``, every run of text made of ``MIN_FRAGMENT``-character pieces of the secret is
     replaced as well (for error text, which may have been cut; see :func:`redact_text`).
     """
+    instance_argument(secret, "secret", str, "a str", none=True)
+    bool_argument(fragments, "fragments")
     if not secret or len(secret) < MIN_SECRET_LENGTH:
         return value
+    try:
+        return _redact(value, secret, fragments)
+    except RecursionError:
+        raise InvalidInputError("is nested too deeply to scrub", field="value") from None
+
+
+def _redact(value: Any, secret: str, fragments: bool) -> Any:
     if isinstance(value, str):
         return redact_text(value, secret) if fragments else value.replace(secret, REDACTED)
     if isinstance(value, Mapping):
-        return {redact(k, secret, fragments=fragments): redact(v, secret, fragments=fragments) for k, v in value.items()}
+        return {_redact(k, secret, fragments): _redact(v, secret, fragments) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact(v, secret, fragments=fragments) for v in value]
+        return [_redact(v, secret, fragments) for v in value]
     return value
 
 

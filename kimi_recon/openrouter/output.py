@@ -123,6 +123,8 @@ def encode_row(row: Mapping[str, Any], secret: str | None = None) -> bytes:
     The serialised line is searched for the secret once (no walk over every value). Lone surrogates,
     which have no UTF-8 form, are written as ``\\udXXX`` JSON escapes and flagged.
     """
+    instance_argument(row, "row", Mapping, "a mapping")
+    instance_argument(secret, "secret", str, "a str", none=True)
     return _encode(row, secret)[1]
 
 
