@@ -24,8 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .._arguments import bool_argument, instance_argument, path_argument
 from .._io import check_input, refuse_output_is_input
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, preview
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from ..profiles import get_profile
@@ -81,6 +82,13 @@ class GenerateConfig:
     def __post_init__(self) -> None:
         """Every setting checked before anything is sent: a bad one would turn every prompt into an error
         row, and error rows count as done, so a corrected rerun would send nothing."""
+        path_argument(self.prompts, "prompts")
+        path_argument(self.output, "output")
+        instance_argument(self.options, "options", RequestOptions, "a RequestOptions")
+        for flag in ("reconstruct", "prompt_ids", "training_sample", "fix_tool_call_ids", "check_usage", "progress", "fsync", "retry_errors"):
+            bool_argument(getattr(self, flag), flag)
+        for text in ("profile", "tokenizer", "server"):
+            instance_argument(getattr(self, text), text, str, "a str", none=text != "profile")
         _require(_is_int(self.concurrency) and self.concurrency >= 1, "concurrency", "an integer of at least 1", self.concurrency)
         _require(_is_int(self.max_retries) and self.max_retries >= 0, "max_retries", "an integer of 0 or more", self.max_retries)
         _require(_is_number(self.timeout) and self.timeout > 0, "timeout", "a number of seconds above 0", self.timeout)
@@ -116,7 +124,7 @@ def _is_header_text(value: object) -> bool:
 
 def _require(ok: bool, field_name: str, what: str, value: object) -> None:
     if not ok:
-        raise InvalidInputError(f"must be {what}, got {value!r}", field=field_name)
+        raise InvalidInputError(f"must be {what}, got {preview(value, 200)}", field=field_name)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._arguments import bool_argument, instance_argument, int_argument, number_argument
 from ..errors import InvalidInputError
 from .prompts import Prompt
 
@@ -86,6 +87,16 @@ class RequestOptions:
     return_token_ids: bool = False
 
     def __post_init__(self) -> None:
+        instance_argument(self.model, "model", str, "a str")
+        for mapping in ("reasoning", "provider", "extra_body"):
+            instance_argument(getattr(self, mapping), mapping, Mapping, "a mapping", none=mapping != "extra_body")
+        for flag in ("logprobs", "stream", "return_token_ids"):
+            bool_argument(getattr(self, flag), flag)
+        for whole in ("max_tokens", "seed", "top_logprobs"):
+            int_argument(getattr(self, whole), whole, none=True)
+        for real in ("temperature", "top_p"):
+            if getattr(self, real) is not None:
+                number_argument(getattr(self, real), real)
         if not self.model:
             raise InvalidInputError("a model is required (e.g. moonshotai/kimi-k2.5)", field="model")
         clash = _RESERVED.intersection(self.extra_body)
@@ -126,6 +137,8 @@ class RequestOptions:
 
 def request_kwargs(prompt: Prompt, options: RequestOptions) -> dict[str, Any]:
     """Keyword arguments for ``client.chat.completions.create`` (or its raw/streaming variants)."""
+    instance_argument(prompt, "prompt", Prompt, "a Prompt")
+    instance_argument(options, "options", RequestOptions, "a RequestOptions")
     kwargs: dict[str, Any] = {"model": options.model, "messages": [dict(m) for m in prompt.messages]}
     if prompt.tools:
         kwargs["tools"] = [dict(t) for t in prompt.tools]

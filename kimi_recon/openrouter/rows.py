@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._arguments import instance_argument, int_argument
 from ..flags import Flag, FlagCode, flags_to_json
 from ..models import AssistantTurn
 from ..usage_check import TokenCounts
@@ -123,6 +124,12 @@ def ok_row(
     call: CallInfo,
 ) -> dict[str, Any]:
     """The row of a prompt whose turn was read (and, unless disabled, rebuilt)."""
+    instance_argument(prompt, "prompt", Prompt, "a Prompt")
+    instance_argument(options, "options", RequestOptions, "a RequestOptions")
+    instance_argument(response, "response", Mapping, "a mapping")
+    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn")
+    instance_argument(rebuilt, "rebuilt", Rebuilt, "a Rebuilt", none=True)
+    instance_argument(call, "call", CallInfo, "a CallInfo")
     usage = usage_of(response)
     flags = adapter_flags(turn, options.thinking)
     row: dict[str, Any] = {"id": prompt.id, "status": "ok", "line": prompt.line, "model": options.model}
@@ -163,6 +170,12 @@ def error_row(
     call: CallInfo | None = None,
 ) -> dict[str, Any]:
     """The row of a prompt that produced no usable turn. ``error`` is ``{"type", "code", "message"}``."""
+    instance_argument(prompt_id, "prompt_id", str, "a str")
+    instance_argument(model, "model", str, "a str")
+    instance_argument(error, "error", Mapping, "a mapping")
+    int_argument(line, "line", none=True)
+    instance_argument(response, "response", Mapping, "a mapping", none=True)
+    instance_argument(call, "call", CallInfo, "a CallInfo", none=True)
     usage = usage_of(response)
     row: dict[str, Any] = {"id": prompt_id, "status": "error", "line": line, "model": model, "error": dict(error)}
     row["usage"] = dict(usage) if usage is not None else None
