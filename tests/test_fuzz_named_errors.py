@@ -411,13 +411,9 @@ def _public_callables() -> list[tuple[str, Callable[..., Any]]]:
 
 PUBLIC = _public_callables()
 
-_GEN = "generate's rows, output, prompts and options: branch gen-hostile changes these files in issue 22 (left to avoid conflicts)"
 #: Names that still raise an unnamed exception on some wrong-typed argument (what it is), fuzzed but not yet
 #: held to the rule. Shrink this table; never grow it.
-KNOWN_UNNAMED: dict[str, str] = {
-    "kimi_recon.openrouter.export.export_rows": "branch cli-input changes export in issue 22",
-    "kimi_recon.openrouter.export.log_row_to_training_row": "branch cli-input changes export in issue 22",
-}
+KNOWN_UNNAMED: dict[str, str] = {}
 #: A missing input path is a FileNotFoundError until branch api-first (issue 22) makes it InputFileNotFoundError,
 #: a KimiReconError that is still a FileNotFoundError; after that merge this tolerates nothing.
 MISSING_INPUT: tuple[type[BaseException], ...] = () if hasattr(kimi_recon.errors, "InputFileNotFoundError") else (FileNotFoundError,)
@@ -479,7 +475,7 @@ def calls(draw: st.DrawFn, fn: Callable[..., Any], name: str) -> tuple[list[Any]
 
 @pytest.mark.parametrize(("name", "fn"), PUBLIC, ids=[n for n, _ in PUBLIC])
 def test_every_public_name_raises_only_named_errors_on_any_arguments(name: str, fn: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if name in KNOWN_UNNAMED and not os.environ.get("KIMI_FUZZ_UNNAMED_TOO"):
+    if name in KNOWN_UNNAMED:
         pytest.skip(f"known: {KNOWN_UNNAMED[name]}")
     monkeypatch.chdir(tmp_path)  # a path argument that names a file to write writes it here
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .._arguments import bool_argument, instance_argument, path_argument
 from .._io import is_stdio, read_lines
 from .._records import _parse_line
 from .._training_rows import SampleResult, _failure, row_of_sample
@@ -22,7 +23,7 @@ from ..dataset import iter_jsonl, record_id
 from .._ids import check_ids
 from ..errors import InvalidInputError, preview
 from ..flags import flag_codes_text, flags_from_json, max_severity
-from ..tokenizer import KimiTokenizer, load_tokenizer
+from ..tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 from ..training import TrainingSample
 
 
@@ -69,6 +70,10 @@ def log_row_to_training_row(
     """The training row of one ``generate`` log row; raises :class:`InvalidInputError` saying why there is none.
 
     With ``tokenizer``, every id must be in its vocabulary (:func:`~kimi_recon.compare.check_ids`)."""
+    instance_argument(row, "row", Mapping, "a mapping (one log row)")
+    bool_argument(skip_flagged, "skip_flagged")
+    bool_argument(skip_truncated, "skip_truncated")
+    checked_tokenizer(tokenizer)
     if row.get("status") != "ok":
         error = row.get("error")
         message = error.get("message") if isinstance(error, Mapping) else error
@@ -133,7 +138,11 @@ def export_rows(
     The log is read twice (once for the ids, then for the rows); from stdin, which can be read only once,
     the failures of error rows wait until the end of the log instead and then follow in log order.
     """
-    tok = tokenizer if tokenizer is not None else load_tokenizer()
+    path_argument(log, "log")
+    bool_argument(skip_flagged, "skip_flagged")
+    bool_argument(skip_truncated, "skip_truncated")
+    tok = checked_tokenizer(tokenizer)
+    tok = tok if tok is not None else load_tokenizer()
     if not is_stdio(log):
         skip = superseded_lines(log)
         for result in _results(log, skip_flagged, skip_truncated, tok, held=None):
