@@ -296,26 +296,13 @@ def flags_from_json(value: object, field: str = "flags") -> tuple[Flag, ...]:
     return tuple(Flag.from_json(item, field) for item in value)
 
 
-def severity_argument(value: object, field: str = "severity") -> Severity:
-    """``value`` (a :class:`Severity` or its name) as a Severity; anything else an error naming ``field``."""
-    if isinstance(value, Severity):
-        return value
-    names = ", ".join(repr(s.value) for s in Severity)
-    if not isinstance(value, str):
-        raise InvalidInputTypeError(f"must be one of {names}, got {type(value).__name__}", field=field)
-    try:
-        return Severity(value)
-    except ValueError:
-        raise InvalidInputError(f"must be one of {names}, got {preview(value)}", field=field) from None
-
-
 def max_severity(flags: Iterable[Flag]) -> str:
     """The highest severity among ``flags`` as text (``""`` for none): a plain string column for Arrow."""
-    top = max((f.severity for f in _checked_flags(flags)), default=None)
+    top = max((f.severity for f in flags), default=None)
     return "" if top is None else top.value
 
 
 def flags_at_least(flags: Iterable[Flag], severity: Severity | str) -> tuple[Flag, ...]:
     """The flags of ``severity`` or above: ``flags_at_least(r.flags, Severity.LOSS)`` is why a row should go."""
-    floor = severity_argument(severity)
-    return tuple(f for f in _checked_flags(flags) if f.severity >= floor)
+    floor = Severity(severity)
+    return tuple(f for f in flags if f.severity >= floor)

@@ -21,12 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ._arguments import bool_argument, instance_argument
-from .errors import InvalidInputError, InvalidInputTypeError, preview
+from .errors import InvalidInputError, preview
 from .flags import Flag, FlagCode
-from .models import AssistantTurn
 
 if TYPE_CHECKING:
+    from .models import AssistantTurn
     from .profiles import ChatProfile
 
 __all__ = [
@@ -305,11 +304,6 @@ def server_flags(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server:
 def server_losses(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[tuple[str, Flag], ...]:
     """``(loss name, flag)`` for each loss ``server`` can cause on a turn of this shape. Rebuilt call ids
     are left out: the rebuild writes the model's own id (the ``replaced_tool_call_id`` flag says so)."""
-    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn")
-    if not isinstance(getattr(prof, "format", None), str):  # a ChatProfile; profiles is not imported here (an import cycle)
-        raise InvalidInputTypeError(f"must be a ChatProfile (see get_profile), got {type(prof).__name__}", field="prof")
-    bool_argument(thinking, "thinking")
-    instance_argument(server, "server", ServerProfile, "a ServerProfile (see get_server)")
     if not server.losses:
         return ()
     flags: list[tuple[str, Flag]] = []
