@@ -44,7 +44,7 @@ from ._records import (
 from ._arguments import choice_argument
 from ._arrow import arrow_value, check_batch, plain
 from .errors import InvalidInputError
-from .flags import Severity, flag_codes_text, flags_at_least, max_severity
+from .flags import Severity, flag_codes_text, flags_at_least, max_severity, severity_argument
 from .profiles import get_profile
 from .record_options import arrow_tools
 from .tokenizer import KimiTokenizer
@@ -81,7 +81,7 @@ def row_of_sample(sample: TrainingSample, row_id: str | None, drop_severity: Sev
             "gives no output token, so the row would have nothing to train on (loss_mask all 0)", field="response"
         )
     if drop_severity is not None:
-        floor = Severity(drop_severity)
+        floor = severity_argument(drop_severity, "drop_severity")
         dropping = flags_at_least(sample.flags, floor)
         if dropping:
             codes = ", ".join(sorted({f"{f.code.value} ({f.severity.value})" for f in dropping}))
@@ -211,7 +211,7 @@ def build_samples(
     """
     if profile is not None:
         get_profile(profile)
-    drop = None if drop_severity is None else Severity(drop_severity).value
+    drop = None if drop_severity is None else severity_argument(drop_severity, "drop_severity").value
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     if server is not None:

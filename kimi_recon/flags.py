@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ._arguments import choice_argument, instance_argument
 from .errors import InvalidInputError, InvalidInputTypeError, preview
 
 __all__ = [
@@ -248,6 +249,7 @@ class Flag:
 
         A written ``severity`` is not read back: it is the code's in this version's table (:data:`SEVERITIES`),
         so a file written before a code's severity was revised filters as this version says."""
+        instance_argument(field, "field", str, "a field name")
         if isinstance(value, str):
             return cls(_code(value, field), "")
         if not isinstance(value, Mapping):
@@ -287,6 +289,7 @@ def flag_codes_text(flags: Iterable[Flag]) -> str:
 def flags_from_json(value: object, field: str = "flags") -> tuple[Flag, ...]:
     """The flags of a ``flags`` value in any shape a file holds: a list of objects or of code strings, or
     comma-joined codes (``""`` or None: none). Renamed codes come back under their new name."""
+    instance_argument(field, "field", str, "a field name")
     if value is None:
         return ()
     if isinstance(value, str):
@@ -296,13 +299,20 @@ def flags_from_json(value: object, field: str = "flags") -> tuple[Flag, ...]:
     return tuple(Flag.from_json(item, field) for item in value)
 
 
+def severity_argument(value: object, field: str = "severity") -> Severity:
+    """``value`` as a :class:`Severity` (a member or its name), else an :class:`InvalidInputError` naming ``field``."""
+    if isinstance(value, Severity):
+        return value
+    return Severity(choice_argument(value, field, [s.value for s in Severity]))
+
+
 def max_severity(flags: Iterable[Flag]) -> str:
     """The highest severity among ``flags`` as text (``""`` for none): a plain string column for Arrow."""
-    top = max((f.severity for f in flags), default=None)
+    top = max((f.severity for f in _checked_flags(flags)), default=None)
     return "" if top is None else top.value
 
 
 def flags_at_least(flags: Iterable[Flag], severity: Severity | str) -> tuple[Flag, ...]:
     """The flags of ``severity`` or above: ``flags_at_least(r.flags, Severity.LOSS)`` is why a row should go."""
-    floor = Severity(severity)
-    return tuple(f for f in flags if f.severity >= floor)
+    floor = severity_argument(severity)
+    return tuple(f for f in _checked_flags(flags) if f.severity >= floor)

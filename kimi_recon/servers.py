@@ -21,11 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import InvalidInputError, preview
+from ._arguments import bool_argument, instance_argument
+from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
+from .models import AssistantTurn
 
 if TYPE_CHECKING:
-    from .models import AssistantTurn
     from .profiles import ChatProfile
 
 __all__ = [
@@ -235,6 +236,8 @@ def get_server(server: str | ServerProfile | None) -> ServerProfile:
     known build of the family: what :func:`detect_server` finds), or a profile as is."""
     if isinstance(server, ServerProfile):
         return server
+    if server is not None and not isinstance(server, str):
+        raise InvalidInputTypeError(f"must be a server name, got {type(server).__name__}", field="server")
     if server is None or server == "unknown":
         return UNKNOWN
     if isinstance(server, str) and server.endswith("*") and server[:-1] in _NEWEST:
@@ -304,6 +307,11 @@ def server_flags(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server:
 def server_losses(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[tuple[str, Flag], ...]:
     """``(loss name, flag)`` for each loss ``server`` can cause on a turn of this shape. Rebuilt call ids
     are left out: the rebuild writes the model's own id (the ``replaced_tool_call_id`` flag says so)."""
+    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn")
+    instance_argument(server, "server", ServerProfile, "a ServerProfile (see get_server)")
+    bool_argument(thinking, "thinking")
+    if not isinstance(getattr(prof, "format", None), str):  # no import of profiles: it sits above this module
+        raise InvalidInputTypeError(f"must be a ChatProfile (see get_profile), got {type(prof).__name__}", field="profile")
     if not server.losses:
         return ()
     flags: list[tuple[str, Flag]] = []

@@ -181,6 +181,10 @@ def test_build_training_sample_raises_only_named_errors_and_its_ids_are_the_rend
     )
     if sample is None:
         return
+    if isinstance(msgs, list) and msgs and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "assistant":
+        # messages that already end with the answer are read without it (the answer is the turn, not the prompt)
+        if sample.prompt_len < len(kimi_recon.training.encode_prompt(msgs, tool_list, profile, thinking, template_kwargs=template_kwargs)):
+            msgs = msgs[:-1]
     prompt = kimi_recon.render_prompt(msgs, tool_list, profile, thinking, template_kwargs=template_kwargs)
     offset_used = offset if offset is not None else None
     output = kimi_recon.reconstruct_output_ids(

@@ -176,6 +176,19 @@ def k3_ids(tok: KimiTokenizer, segs: Sequence[tuple[bool, str]]) -> list[int]:
 # --- cases ---------------------------------------------------------------------------------------
 
 
+def request_body(case: dict[str, Any]) -> dict[str, Any]:
+    """The chat-completion request a case was answered for, as both servers' request models take it."""
+    body: dict[str, Any] = {
+        "model": "moonshotai/kimi",
+        "messages": case.get("messages") or [{"role": "user", "content": "hi"}],
+        "chat_template_kwargs": {"thinking": case["thinking"]},
+    }
+    if case.get("tools"):
+        body["tools"] = case["tools"]
+        body["tool_choice"] = "auto"
+    return body
+
+
 def turn_shape(reasoning: bool, content: bool, calls: bool, finished: bool, empty: bool) -> str:
     if empty:
         return "empty"

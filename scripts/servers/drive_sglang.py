@@ -33,6 +33,7 @@ FORCED = [
 stubs.install(SOURCE_ROOT, "sglang", forced=FORCED, bare=["sglang"])
 
 import kimi_recon  # noqa: E402
+from cases import request_body  # noqa: E402
 from detok import server_text  # noqa: E402
 from tokenizer_shim import KimiHFTokenizerShim  # noqa: E402
 
@@ -101,15 +102,7 @@ def _server(profile: str) -> Any:
 
 
 def _request(case: dict[str, Any]) -> Any:
-    body: dict[str, Any] = {
-        "model": "moonshotai/kimi",
-        "messages": case.get("messages") or [{"role": "user", "content": "hi"}],
-        "chat_template_kwargs": {"thinking": case["thinking"]},
-    }
-    if case.get("tools"):
-        body["tools"] = case["tools"]
-        body["tool_choice"] = "auto"
-    return ChatCompletionRequest(**body)
+    return ChatCompletionRequest(**request_body(case))
 
 
 def respond(case: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ STREAM = "--stream" in sys.argv[3:]
 SPACED = "--spaced" in sys.argv[3:]
 stubs.install(SOURCE_ROOT, "vllm", forced=["torch", "vllm.utils.torch_version", "vllm.utils.torch_utils", "vllm.env_override", "vllm.compilation"])
 
+from cases import request_body  # noqa: E402
 from detok import server_text  # noqa: E402
 from tokenizer_shim import KimiHFTokenizerShim  # noqa: E402
 
@@ -136,15 +137,7 @@ def _serving(profile: str, tok: KimiHFTokenizerShim) -> _Serving:
 
 
 def _request(case: dict[str, Any]) -> Any:
-    body: dict[str, Any] = {
-        "model": "moonshotai/kimi",
-        "messages": case.get("messages") or [{"role": "user", "content": "hi"}],
-        "chat_template_kwargs": {"thinking": case["thinking"]},
-    }
-    if case.get("tools"):
-        body["tools"] = case["tools"]
-        body["tool_choice"] = "auto"
-    return ChatCompletionRequest(**body)
+    return ChatCompletionRequest(**request_body(case))
 
 
 def vllm_detokenize(tok: KimiHFTokenizerShim, case: dict[str, Any], *, skip_special_tokens: bool, spaces_between_special_tokens: bool) -> str:
