@@ -329,6 +329,8 @@ def _without_the_turn(messages: Sequence[Mapping[str, Any]], turn: AssistantTurn
     """``messages`` without a last assistant message that is ``turn`` itself (a record that stores the whole
     conversation, the answer included); such a message that is not ``turn`` is refused: rendered, the prompt
     would hold the answer and the model would be trained to say it twice."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        return messages  # not a list of messages: the renderer refuses it, naming the field
     if not messages or not isinstance(messages[-1], Mapping) or messages[-1].get("role") != "assistant":
         return messages
     where = f"messages[{len(messages) - 1}]"
