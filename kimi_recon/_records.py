@@ -8,8 +8,10 @@ import dataclasses
 import difflib
 import functools
 import json
+import numbers
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
@@ -524,7 +526,12 @@ def batch_indices(
         indices, tokenizer = tokenizer.tolist() if hasattr(tokenizer, "tolist") else tokenizer, None  # type: ignore[union-attr]
     if indices is None:
         return tokenizer, None
-    plain = [int(i) for i in indices]
+    if isinstance(indices, (str, bytes, Mapping, AbstractSet)) or not isinstance(indices, Iterable):
+        raise InvalidInputTypeError(f"must be a list of the rows' dataset indices, got {type(indices).__name__}", field="indices")
+    plain = list(indices)
+    if not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in plain):
+        raise InvalidInputTypeError("must be integer dataset indices", field="indices")
+    plain = [int(i) for i in plain]
     if len(plain) != n:
         raise InvalidInputError(f"has {len(plain)} entries for a batch of {n} rows", field="indices")
     return tokenizer, plain
