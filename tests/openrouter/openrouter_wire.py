@@ -109,3 +109,16 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in text.split("\n") if line.strip()]
     assert len(rows) == len(text.splitlines()), "a row spans several lines for some line readers"
     return rows
+
+
+PUBLIC_PREFIXES = ("sk-or-v1-", "sk-or-", "sk-proj-", "sk-")
+
+
+def secret_part(key: str) -> str:
+    return next((key[len(p) :] for p in PUBLIC_PREFIXES if key.startswith(p)), key)
+
+
+def pieces(key: str, n: int = 8) -> set[str]:
+    """Every ``n`` consecutive characters of the key's secret part: none may be written anywhere."""
+    part = secret_part(key)
+    return {part[i : i + n] for i in range(len(part) - n + 1)}

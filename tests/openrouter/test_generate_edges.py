@@ -17,7 +17,7 @@ import pytest
 from fake_openrouter import QUICK_RETRIES, Act, FakeOpenRouter, generate_config
 from hypothesis import given
 from hypothesis import strategies as st
-from openrouter_wire import completion, read_rows, stream_chunks, user_prompt, write_prompts
+from openrouter_wire import completion, pieces, read_rows, stream_chunks, user_prompt, write_prompts
 from stub_client import StubClient
 
 from extras import require
@@ -218,17 +218,6 @@ KEY_CHARS = string.ascii_letters + string.digits + "-_"
 
 
 #: The public prefixes of keys (docs/openrouter.md): the rest of a key is its secret part.
-PUBLIC_PREFIXES = ("sk-or-v1-", "sk-or-", "sk-proj-", "sk-")
-
-
-def secret_part(key: str) -> str:
-    return next((key[len(p) :] for p in PUBLIC_PREFIXES if key.startswith(p)), key)
-
-
-def pieces(key: str, n: int = 8) -> set[str]:
-    """Every ``n`` consecutive characters of the key's secret part: none may be written anywhere."""
-    part = secret_part(key)
-    return {part[i : i + n] for i in range(len(part) - n + 1)}
 
 
 @given(

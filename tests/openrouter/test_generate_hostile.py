@@ -18,7 +18,7 @@ import pytest
 from fake_openrouter import API_KEY, QUICK_RETRIES, Act, FakeOpenRouter, generate_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openrouter_wire import call, completion, error_chunk, read_rows, sse, stream_chunks, user_prompt, write_prompts
+from openrouter_wire import call, completion, error_chunk, pieces, read_rows, secret_part, sse, stream_chunks, user_prompt, write_prompts
 from stub_client import StubClient
 
 from kimi_recon.errors import InvalidInputError
@@ -30,16 +30,6 @@ from kimi_recon.openrouter.options import RequestOptions
 REPO = Path(__file__).resolve().parents[2]
 
 #: The public prefixes of keys (docs/openrouter.md): the rest of a key is its secret part.
-PUBLIC_PREFIXES = ("sk-or-v1-", "sk-or-", "sk-proj-", "sk-")
-
-
-def secret_part(key: str) -> str:
-    return next((key[len(p) :] for p in PUBLIC_PREFIXES if key.startswith(p)), key)
-
-
-def pieces(key: str, n: int = 8) -> set[str]:
-    part = secret_part(key)
-    return {part[i : i + n] for i in range(len(part) - n + 1)}
 
 
 def key_characters_in(text: str, key: str) -> int:
