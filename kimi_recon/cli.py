@@ -77,6 +77,15 @@ def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: 
     return 1 if failed else 0
 
 
+def _add_workers(p: argparse.ArgumentParser) -> None:
+    """``--workers`` and ``--executor`` of the commands that run records through :mod:`kimi_recon.dataset`."""
+    p.add_argument("--workers", type=int, default=1, help="records run side by side (0 = all cores; default 1)")
+    p.add_argument(
+        "--executor", choices=("auto", "threads", "processes"), default="auto",
+        help="what runs --workers > 1: threads of this process (auto: no start-up; docs/benchmarks.md says when) or worker processes",
+    )
+
+
 def cmd_reconstruct(args: argparse.Namespace) -> int:
     from .dataset import reconstruct_records
 
@@ -89,6 +98,7 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=_progress(args),
         server=args.server,
+        executor=args.executor,
     )
     return _write_rows(args, (r.to_dict() for r in results), "reconstructed")
 
@@ -178,6 +188,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         profile=args.profile,
         thinking=not args.no_thinking,
         workers=args.workers,
+        executor=args.executor,
         worst=args.html_examples,
         server=args.server,
         examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
@@ -404,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_format(with_tokenizer(_command(sub, "reconstruct", "responses JSONL -> output ids JSONL", RECONSTRUCT_HELP)))
     p.add_argument("input", help="JSONL file (.gz, .zst too), or - for stdin")
     p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
-    p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
+    _add_workers(p)
     p.set_defaults(func=cmd_reconstruct)
 
     p = with_format(with_tokenizer(_command(sub, "audit", "round-trip audit of responses against reference ids", AUDIT_HELP)))
@@ -416,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     errors = g.add_mutually_exclusive_group()
     errors.add_argument("--max-errors", type=_count, default=None, metavar="N", help="fail when more than N records cannot be read (default 0)")
     errors.add_argument("--allow-errors", action="store_true", help="unreadable records alone do not fail the audit (nothing compared still does)")
-    p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
+    _add_workers(p)
     p.add_argument("--examples", type=_count, default=5, metavar="N", help="errors and worst records of each kind listed in the summary (default 5; the JSON report keeps up to 100 errors)")
     p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
     p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")

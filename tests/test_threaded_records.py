@@ -160,3 +160,20 @@ def test_an_interrupt_stops_new_chunks_and_leaves_no_thread_running() -> None:
                 raise KeyboardInterrupt  # Ctrl-C arrives in the main thread, here while it reads a result
     assert threading.active_count() == before
     assert len(started) <= 3 + IN_FLIGHT_PER_THREAD * 2 + 1  # the chunks in flight, not the whole input
+
+
+def test_the_cli_executor_choice_gives_the_same_rows_as_one_worker(tmp_path: Path) -> None:
+    from kimi_recon.cli import main
+
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in POOL if isinstance(r, dict)) + "{broken\n", encoding="utf-8")
+    outputs, codes = [], []
+    for extra in ([], ["--workers", "2"], ["--workers", "2", "--executor", "threads"], ["--workers", "2", "--executor", "processes"]):
+        out = tmp_path / f"out{len(outputs)}.jsonl"
+        codes.append(main(["reconstruct", str(path), "-o", str(out), *extra]))
+        outputs.append(out.read_text(encoding="utf-8"))
+    assert codes == [1] * 4  # some records are malformed, on every executor
+    assert outputs[1:] == [outputs[0]] * 3 and outputs[0].count("\n") == sum(isinstance(r, dict) for r in POOL) + 1
+    with pytest.raises(SystemExit) as exit_:
+        main(["reconstruct", str(path), "--workers", "2", "--executor", "fibers"])
+    assert exit_.value.code == 2
