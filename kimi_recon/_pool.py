@@ -161,22 +161,27 @@ def _reloadable(tok: KimiTokenizer) -> bool:
     return tok is load_tokenizer() or tok.source == BUNDLED or bool(tok.source and Path(tok.source).is_dir())
 
 
-def choose_executor(workers: int, executor: str) -> Runner:
-    """What runs ``workers`` workers: ``"one"`` for one, else ``executor`` when it is not ``"auto"``, else threads.
+#: ``executor="auto"`` runs up to this many workers on threads, more on worker processes.
+THREADS_UP_TO = 2
 
-    The rule, measured on 2 cores (docs/benchmarks.md, "Many turns"; ``benchmarks/matrix.py``): threads start at
-    once and send nothing between processes, and they beat a process pool on ordinary-length turns (about 500
-    characters), where most of a turn's time is Python that holds the GIL and a pool's pickling and start-up
-    weigh as much; on long turns, where the GIL is released for most of the time, both come close to the
-    cores' count. A process pool is only ever used when asked for (``executor="processes"``).
+
+def choose_executor(workers: int, executor: str, reloadable: bool = True) -> Runner:
+    """What runs ``workers`` workers: ``"one"`` for one, else ``executor`` when it is not ``"auto"``, else threads
+    for up to :data:`THREADS_UP_TO` workers (or a tokenizer a worker process could not load again), processes beyond.
+
+    The rule, measured on 2 cores (docs/benchmarks.md, §10; ``benchmarks/matrix.py``): threads start at once and
+    send nothing between processes, and on 2 workers they beat the pool, whose start-up and pickling weigh as much
+    as what it spreads. But threads overlap only tiktoken's encode (it releases the GIL) with the rest, which holds
+    the GIL: 73 - 80% of an ordinary record's time, so no number of threads gets past about 1.3x one thread
+    (about 2x on long turns); a pool of N processes scales with N, so beyond 2 workers it wins.
     """
     if executor not in get_args(Executor):
         raise InvalidInputError(f"must be one of {', '.join(get_args(Executor))}, got {executor!r}", field="executor")
     if workers <= 1:
         return "one"
-    if executor == "processes":
-        return "processes"
-    return "threads"
+    if executor != "auto":
+        return "threads" if executor == "threads" else "processes"
+    return "threads" if workers <= THREADS_UP_TO or not reloadable else "processes"
 
 
 def _tokenizer_source(tokenizer: TokenizerArg, workers: int) -> tuple[KimiTokenizer, str | None]:

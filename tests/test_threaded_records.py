@@ -80,11 +80,14 @@ def test_golden_turns_on_threads_are_the_official_ids_in_input_order() -> None:
     assert audit.counts["exact"] == audit.total == len(records)
 
 
-def test_auto_picks_threads_for_more_than_one_worker_and_one_worker_runs_alone() -> None:
+def test_auto_picks_threads_for_two_workers_processes_for_more_and_one_worker_runs_alone() -> None:
     assert choose_executor(1, "auto") == "one"
     assert choose_executor(1, "processes") == "one"
     assert choose_executor(2, "auto") == "threads"
     assert choose_executor(2, "processes") == "processes"
+    assert choose_executor(3, "auto") == "processes"  # threads cannot pass ~1/(GIL-held share) of one thread
+    assert choose_executor(8, "auto", reloadable=False) == "threads"
+    assert choose_executor(8, "threads") == "threads"
     with pytest.raises(InvalidInputError) as err:
         choose_executor(2, "fibers")
     assert err.value.field == "executor"
@@ -95,8 +98,9 @@ def test_auto_picks_threads_for_more_than_one_worker_and_one_worker_runs_alone()
 def test_threads_share_a_tokenizer_a_worker_process_could_not_load_again() -> None:
     k3 = load_tokenizer(profile="kimi-k3")  # bundled, but not the default: a process pool refuses it
     records = [_record(r, i, "kimi-k3") for i, r in enumerate(K3[:6])]
-    results = list(reconstruct_records(records, k3, workers=2))
-    assert [list(r.ids or ()) for r in results] == [rec["reference_ids"] for rec in records]
+    for workers in (2, 4):  # 4: more than threads are picked for, but the pool could not load this tokenizer
+        results = list(reconstruct_records(records, k3, workers=workers))
+        assert [list(r.ids or ()) for r in results] == [rec["reference_ids"] for rec in records]
     with pytest.raises(InvalidInputError) as err:
         list(reconstruct_records(records, k3, workers=2, executor="processes"))
     assert err.value.field == "tokenizer"
