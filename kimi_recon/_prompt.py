@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._arrow import ArrowMessages
+from ._formats import prompt_segments
 from .chat_template import render_chat_template
 from .errors import InvalidInputError
 from .record_options import RecordOptions
@@ -76,8 +77,8 @@ def _render_prompt(
 
 def _prompt_segments(messages: Sequence[Mapping[str, Any]], options: RecordOptions) -> list[Segment] | None:
     tools = list(options.tools) if options.tools else None
-    return options.profile.prompt_segments(
-        messages, tools, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice
+    return prompt_segments(
+        options.profile, messages, tools, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice
     )
 
 

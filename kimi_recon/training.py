@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ._prompt import _encode_prompt, _prompt_segments, _render_prompt
+from . import _formats
+from ._prompt import _encode_prompt, _render_prompt
 from ._prompt import deep_sorted as deep_sorted  # moved with the prompt rendering; importable here as before
 from ._repr import ids_repr
 from .errors import InvalidInputError, InvalidInputTypeError
@@ -127,7 +128,7 @@ def prompt_segments(
     tool_choice: Any = None,
 ) -> list[Segment] | None:
     """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile."""
-    return profile.prompt_segments(messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    return _formats.prompt_segments(profile, messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
 def encode_prompt(
