@@ -26,7 +26,7 @@ _KNOWN_SPECIAL_TEXTS = frozenset(SPECIAL_TOKENS.texts())
 
 def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
     """The segments of what a K2.x model wrote after its generation prompt, and what was noticed (options
-    already checked by :func:`render_turn_with_flags`)."""
+    already checked by :func:`kimi_recon.render.render_turn_with_flags`)."""
     instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn (see as_turn)")
     instance_argument(prof, "prof", ChatProfile, "a ChatProfile (see get_profile)")
     flags: list[Flag] = []

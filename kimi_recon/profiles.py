@@ -155,7 +155,7 @@ _load_dispatch: Callable[[], ModuleType] | None = None
 
 
 def _dispatch() -> ModuleType:
-    assert _load_dispatch is not None, "set by kimi_recon/__init__.py, which Python runs before this module"
+    assert _load_dispatch is not None, "kimi_recon/__init__.py sets it as the package loads, before any caller"
     return _load_dispatch()
 
 
