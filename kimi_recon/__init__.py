@@ -19,7 +19,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from . import profiles as _profiles
+from . import _wiring
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
     from ._training_rows import build_samples, sample_batch
@@ -36,11 +36,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from .tokenizer import KimiTokenizer, load_tokenizer
     from .training import TrainingSample, build_training_sample, render_prompt
 
-# The profiles are data below every renderer and import none; their two deprecated methods that render
-# (ChatProfile.render_turn, .prompt_segments) reach the dispatch by format through this hook, which loads it by
-# name on first use as every name below is. Loading the profiles above is light (no tiktoken, no jinja2) and
-# also hands SpecialTokenRegistry.for_profile its profile lookup before any module can ask for it.
-_profiles._load_dispatch = functools.partial(importlib.import_module, "._formats", __name__)
+# The two references from a lower module to an upper one (see kimi_recon/_wiring.py), loaded by name on first
+# use as every name below is: no module imports one above it.
+_wiring.profile_lookup = lambda profile: importlib.import_module(".profiles", __name__).get_profile(profile)
+_wiring.load_dispatch = functools.partial(importlib.import_module, "._formats", __name__)
 
 #: public name -> the module (under kimi_recon) that defines it
 _EXPORTS: dict[str, str] = {

@@ -14,13 +14,12 @@ from __future__ import annotations
 import difflib
 import functools
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import special_tokens
+from . import _wiring
 from ._arguments import instance_argument
 from .errors import InvalidInputError, preview
 from .special_tokens import registry_named
@@ -125,7 +124,7 @@ class ChatProfile:
             DeprecationWarning,
             stacklevel=2,
         )
-        return _dispatch().render_turn(self, turn, thinking, call_index_offset=call_index_offset, stop=stop)  # type: ignore[no-any-return]
+        return _wiring.load_dispatch().render_turn(self, turn, thinking, call_index_offset=call_index_offset, stop=stop)  # type: ignore[no-any-return]
 
     def prompt_segments(
         self,
@@ -143,20 +142,9 @@ class ChatProfile:
             DeprecationWarning,
             stacklevel=2,
         )
-        return _dispatch().prompt_segments(  # type: ignore[no-any-return]
+        return _wiring.load_dispatch().prompt_segments(  # type: ignore[no-any-return]
             self, messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice
         )
-
-
-#: Loads the dispatch by format (:mod:`kimi_recon._formats`) for the two deprecated methods above. It sits above
-#: the renderers, which import this module, so this module does not import it: the package root, which loads
-#: every module by name on first use, sets this when the package is imported.
-_load_dispatch: Callable[[], ModuleType] | None = None
-
-
-def _dispatch() -> ModuleType:
-    assert _load_dispatch is not None, "kimi_recon/__init__.py sets it as the package loads, before any caller"
-    return _load_dispatch()
 
 
 @functools.lru_cache(maxsize=None)
@@ -278,8 +266,3 @@ def profile_for_model(model: str, default: str = DEFAULT_PROFILE) -> str:
         if found in PROFILES:
             return found
     return default
-
-
-# The table reads a profile name in SpecialTokenRegistry.for_profile; profiles are above the table (their ids
-# come from it), so the table does not import this module: this module hands it the lookup.
-special_tokens._profile_lookup = get_profile

@@ -20,16 +20,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, overload
 
+from . import _wiring
 from ._arguments import instance_argument
 from .errors import InvalidInputTypeError, TokenizerLoadError, UnknownSpecialTokenError
 
 if TYPE_CHECKING:
     from .profiles import ChatProfile
-
-#: Reads a profile name (``get_profile``) for :meth:`SpecialTokenRegistry.for_profile`. Profiles are above this
-#: table (their token ids are read from it), so this module does not import them: :mod:`kimi_recon.profiles`
-#: sets it when it loads, and the package root loads it first.
-_profile_lookup: Callable[[str | ChatProfile], ChatProfile] | None = None
 
 #: Every special-token text of the Kimi tokenizers has one of these shapes (``<|name|>``, ``[XYZ]``,
 #: ``<think>``, ``</think>``); a tokenizer whose table does not is handled without the scan (see
@@ -180,8 +176,8 @@ class SpecialTokenRegistry:
     @classmethod
     def for_profile(cls, profile: str | ChatProfile) -> SpecialTokenRegistry:
         """The table of a chat profile: ``"kimi-k3"`` gets K3's names, the K2.x profiles K2.5's."""
-        assert _profile_lookup is not None, "set by kimi_recon.profiles, which the package root imports"
-        return registry_named(_profile_lookup(profile).special_tokens)
+        # profiles are above this table (their ids are read from it): the package root hands over get_profile
+        return registry_named(_wiring.profile_lookup(profile).special_tokens)
 
     @property
     def tokens(self) -> tuple[SpecialToken, ...]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -68,3 +70,18 @@ def test_the_deprecated_profile_prompt_segments_warns_and_gives_the_dispatchs_se
             warnings.simplefilter("error")  # the dispatch itself warns nothing
             assert old == prompt_segments(messages, tools, profile, True)
     assert prompt_segments(messages, tools, PROFILES["kimi-k2.5"], True) is None  # the chat template renders K2.x prompts
+
+
+def test_the_upward_references_work_in_a_fresh_process_that_imports_only_the_lower_module() -> None:
+    # for_profile and the deprecated methods reach upper modules through kimi_recon._wiring, set by the package root
+    code = (
+        "import warnings; warnings.simplefilter('ignore')\n"
+        "from kimi_recon.special_tokens import SpecialTokenRegistry\n"
+        "print(SpecialTokenRegistry.for_profile('moonshotai/kimi-k3').name)\n"
+        "from kimi_recon.profiles import PROFILES\n"
+        "from kimi_recon.models import AssistantTurn\n"
+        "p = PROFILES['kimi-k2.5']\n"
+        "print(p.render_turn(AssistantTurn(content='Hi.'), True, call_index_offset=0, stop=p.stop_token).text)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.splitlines() == ["kimi-k3", "</think>Hi.<|im_end|>"]
