@@ -125,7 +125,7 @@ _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "model", "thinking", "call_index_offset", "finish_reason", "logprobs",
      "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
      "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS,  # the usage check's
-     "server", "sglext", "prompt_token_ids", "model"}  # the server's: named, or what a response (as the record) reveals
+     "server", "sglext", "prompt_token_ids"}  # the server's (and "model", above): named, or what a response (as the record) reveals
 )
 
 

@@ -507,11 +507,9 @@ def audit_row(
 def _arrow_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """A row of an Arrow table with its object columns read as :mod:`kimi_recon._arrow` says (text stays text)."""
     out: dict[str, Any] = {}
-    for key, value in record.items():
-        value = plain(value)
-        if not isinstance(value, (str, bytes)):
-            value = arrow_tools(value) if key == "tools" else arrow_value(key, value)
-        out[key] = value
+    for key, cell in record.items():
+        value = plain(cell)
+        out[key] = value if isinstance(value, (str, bytes)) else arrow_tools(value) if key == "tools" else arrow_value(key, value)
     return out
 
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidInputError, preview
+from .errors import preview
 from .errors import LogprobsError as LogprobsError  # defined with the others; importable here as before
 from .tokenizer import KimiTokenizer
 

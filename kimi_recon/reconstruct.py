@@ -314,5 +314,5 @@ def _ids_via_logprobs(
 
 
 def _first_diff(a: list[int], b: list[int]) -> str:
-    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     return f"first difference at index {n}"
