@@ -164,7 +164,7 @@ def machine_info() -> dict[str, Any]:
 
     def run(cmd: list[str]) -> str:
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+            return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -650,7 +650,7 @@ def bench_fast_tokenizer(cfg: Config, rep: Report) -> None:
     size_mb = 0.5 if cfg.quick else 4.0
     args = [sys.executable, str(HERE / "fast_tokenizer_speed.py"), "--size-mb", str(size_mb), "--rounds", str(cfg.rounds), "--seed", str(cfg.seed), "--json"]
     # Its own process: the rayon pool is sized once per process, and must not be alive across our forks.
-    proc = subprocess.run(args, capture_output=True, text=True, cwd=str(ROOT), env={**os.environ, "RAYON_NUM_THREADS": "2"})
+    proc = subprocess.run(args, check=False, capture_output=True, text=True, cwd=str(ROOT), env={**os.environ, "RAYON_NUM_THREADS": "2"})
     if proc.returncode not in (0, 2) or not proc.stdout.strip():
         rep.failures.append(f"fast_tokenizer_speed.py failed ({proc.returncode}): {proc.stderr[-2000:]}")
         return
@@ -680,7 +680,7 @@ def bench_startup(cfg: Config, rep: Report) -> None:
 
 
 def run_probe(args: list[str]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
+    proc = subprocess.run([sys.executable, str(PROBE), *args], check=False, capture_output=True, text=True, cwd=str(ROOT))
     if proc.returncode != 0:
         raise RuntimeError(f"probe {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

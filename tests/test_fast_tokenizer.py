@@ -426,7 +426,7 @@ def test_cli_export_writes_the_same_files(tmp_path: Path, export_dir: Path, caps
 
 def test_cli_export_refuses_to_replace_files(tmp_path: Path) -> None:
     (tmp_path / "special_tokens_map.json").write_text("{}", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "export-tokenizer", str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "export-tokenizer", str(tmp_path)], check=False, capture_output=True, text=True)
     assert done.returncode == 2
     assert "already holds special_tokens_map.json; pass overwrite=True (--overwrite) to replace them" in done.stderr
     assert (tmp_path / "special_tokens_map.json").read_text(encoding="utf-8") == "{}"
@@ -439,6 +439,6 @@ def test_core_does_not_import_tokenizers() -> None:
         "assert f.official_encode_cuts('x' * 25001)\n"
         "try:\n    f.build_fast_tokenizer()\nexcept f.FastTokenizerError as e:\n    print(e)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "needs the tokenizers package: pip install 'kimi-recon[fast]'" in done.stdout
