@@ -301,7 +301,7 @@ def bench_exactness(rep: Report, tok: KimiTokenizer, records: Sequence[Record], 
     kinds = sorted({r["kind"] for r in records}, key=lambda k: -sum(1 for r in records if r["kind"] == k))
     counts = {name: dict.fromkeys(kinds, 0) for name in ["reconstruct_output_ids", *meth]}
     total = dict.fromkeys(kinds, 0)
-    for r, ref in zip(records, refs):
+    for r, ref in zip(records, refs, strict=True):
         total[r["kind"]] += 1
         counts["reconstruct_output_ids"][r["kind"]] += 1  # ref is its own output
         for name, f in meth.items():
@@ -605,7 +605,7 @@ def bench_generate(cfg: Config, rep: Report) -> None:
     """What the usage check costs ``generate`` (see :mod:`benchmarks.generate_bench`)."""
     rep.section("generate: the usage check's cost")
     try:
-        import openai  # noqa: F401
+        import openai  # noqa: F401 - only whether it is installed
     except ImportError:
         rep.line("the openrouter extra (openai) is not installed; skipped")
         return
@@ -643,7 +643,7 @@ def bench_fast_tokenizer(cfg: Config, rep: Report) -> None:
     """The export's encode_batch against tiktoken (see :mod:`benchmarks.fast_tokenizer_speed`)."""
     rep.section("Fast tokenizer export: encode_batch against tiktoken, one thread and two")
     try:
-        import tokenizers  # noqa: F401
+        import tokenizers  # noqa: F401 - only whether it is installed
     except ImportError:
         rep.line("the fast extra (tokenizers) is not installed; skipped")
         return
@@ -824,7 +824,7 @@ def write_dataset(records: Sequence[Record], refs: Sequence[list[int]], tok: Kim
     perturbed = 0
     size = 0
     with path.open("w", encoding="utf-8") as fh:
-        for i, (record, ref) in enumerate(zip(records, refs)):
+        for i, (record, ref) in enumerate(zip(records, refs, strict=True)):
             ids = ref
             if i % PERTURB_EVERY == PERTURB_EVERY - 1:
                 changed = perturb_ids(ref, tok, rng)
@@ -843,10 +843,9 @@ def repeat_jsonl(src: Path, dst: Path, times: int) -> int:
         for k in range(times):
             with src.open(encoding="utf-8") as fh:
                 for line in fh:
-                    if k:
-                        line = line.replace('{"id": "', f'{{"id": "r{k}-', 1)
-                    out.write(line)
-                    size += len(line.encode("utf-8"))
+                    copied = line.replace('{"id": "', f'{{"id": "r{k}-', 1) if k else line
+                    out.write(copied)
+                    size += len(copied.encode("utf-8"))
     return size
 
 
@@ -918,12 +917,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{n_tokens:,} tokens, longest turn {summ['max_rendered_chars']:,} chars, seed {cfg.seed}; kinds: "
         + ", ".join(f"{k} {v}" for k, v in summ["kinds"].items())
     )
-    bad = [i for i, (r, t) in enumerate(zip(records, texts)) if baselines.naive_render(r["response"]) != t]
+    bad = [i for i, (r, t) in enumerate(zip(records, texts, strict=True)) if baselines.naive_render(r["response"]) != t]
     if bad:
         rep.failures.append(f"naive_render differs from render_assistant_turn on {len(bad)} records")
     # The reference ids come from reconstruct_output_ids (encode_with_specials); check them against
     # KimiTokenizer.encode of the rendered text, which allows every special text (the official encode).
-    off = sum(1 for t, ref in zip(texts, refs) if tok.encode(t) != ref)
+    off = sum(1 for t, ref in zip(texts, refs, strict=True) if tok.encode(t) != ref)
     if off:
         rep.failures.append(f"reconstruct_output_ids differs from KimiTokenizer.encode(rendered text) on {off} records")
 
@@ -953,7 +952,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             size4 = repeat_jsonl(jsonl, jsonl4, 4)
             rep.data["perturbed"] = perturbed
             rep.data["dataset_files"] = {"1x_bytes": size1, "4x_bytes": size4, "perturbed_records": perturbed}
-            rep.line(f"\ndataset JSONL: 1x {size1 / 1e6:.1f} MB, 4x {size4 / 1e6:.1f} MB; reference_ids of {perturbed} of the {len(records)} records at 1x hold a non-canonical BPE split (audit_dataset should find exactly these)")
+            rep.line(
+                f"\ndataset JSONL: 1x {size1 / 1e6:.1f} MB, 4x {size4 / 1e6:.1f} MB; reference_ids of {perturbed} of the {len(records)} records at 1x "
+                "hold a non-canonical BPE split (audit_dataset should find exactly these)"
+            )
         n_records = len(records)
         del refs
         if profile and (cfg.profile or not cfg.quick) and need_files:

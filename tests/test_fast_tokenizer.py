@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from testdata import GOLDEN, OFFICIAL, read_jsonl
@@ -233,7 +234,7 @@ def test_code_points_split_like_tiktoken(fast_ordinary: tokenizers.Tokenizer, to
     pattern = "a{0} {0}{0}1{0}\n{0}A{0}"
     texts = ["".join(pattern.format(chr(c)) for c in points[i : i + 500]) for i in range(0, len(points), 500)]
     fast_ids = [e.ids for e in fast_ordinary.encode_batch(texts, add_special_tokens=False)]
-    differing = [i for i, (a, b) in enumerate(zip(fast_ids, tok.encoding.encode_ordinary_batch(texts))) if a != b]
+    differing = [i for i, (a, b) in enumerate(zip(fast_ids, tok.encoding.encode_ordinary_batch(texts), strict=True)) if a != b]
     assert differing == []
 
 
@@ -400,11 +401,11 @@ def test_loss_mask_from_offsets_equals_build_training_sample(hf_tokenizer: Any, 
 
 def test_export_refuses_existing_files_and_source_folders(tmp_path: Path, tok: KimiTokenizer) -> None:
     (tmp_path / "tokenizer.json").write_text("keep me", encoding="utf-8")
-    with pytest.raises(OutputFileError, match="field 'directory': .* already holds tokenizer.json; pass overwrite=True"):
+    with pytest.raises(OutputFileError, match=r"field 'directory': .* already holds tokenizer\.json; pass overwrite=True"):
         export_tokenizer(tmp_path, tokenizer=tok)
     assert (tmp_path / "tokenizer.json").read_text(encoding="utf-8") == "keep me"
     (tmp_path / "tiktoken.model").write_bytes(b"")
-    with pytest.raises(OutputFileError, match="holds a tiktoken.model: it is a tokenizer source folder"):
+    with pytest.raises(OutputFileError, match=re.escape("holds a tiktoken.model: it is a tokenizer source folder")):
         export_tokenizer(tmp_path, tokenizer=tok, overwrite=True)
 
 

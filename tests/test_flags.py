@@ -149,7 +149,7 @@ flag_objects = st.builds(
 @given(st.lists(flag_objects, max_size=6))
 def test_flags_written_as_json_read_back_as_the_same_flags(flags: list[Flag]) -> None:
     written = json.loads(json.dumps(flags_to_json(flags)))
-    assert all(set(d) == {"code", "severity", "message", "field"} | ({"delta"} if f.delta is not None else set()) for d, f in zip(written, flags))
+    assert all(set(d) == {"code", "severity", "message", "field"} | ({"delta"} if f.delta is not None else set()) for d, f in zip(written, flags, strict=True))
     assert flags_from_json(written) == tuple(flags)
 
 

@@ -288,7 +288,7 @@ def test_argument_flags_of_scalar_values_flag_exactly_the_respelled_numbers(memb
     assert respelled == [k for k, v in members if v is MINUS_ZERO]
     flags = k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", k3.parse_arguments(text))
     assert [f.code for f in flags] == ["argument_number_respelled"] * len(respelled)
-    assert all(repr(k) in f.message for k, f in zip(respelled, flags))
+    assert all(repr(k) in f.message for k, f in zip(respelled, flags, strict=True))
 
 
 def test_an_integer_spelled_minus_zero_is_flagged_as_respelled() -> None:

@@ -33,7 +33,8 @@ def test_a_lone_surrogate_in_a_response_is_flagged_naming_the_field() -> None:
 
 @pytest.mark.parametrize("field", ["reasoning", "content"])
 def test_a_surrogate_from_a_json_escape_in_a_chat_completion_is_flagged(field: str) -> None:
-    raw = '{"choices": [{"message": {"role": "assistant", "%s": "x\\ud83d"}, "finish_reason": "stop"}]}' % field
+    # (json.dumps writes the lone surrogate as the escape \ud83d, as a server's JSON does)
+    raw = json.dumps({"choices": [{"message": {"role": "assistant", field: "x\ud83d"}, "finish_reason": "stop"}]})
     rebuilt = reconstruct_output_ids(turn_from_response(raw))
     assert [f.field for f in rebuilt.flags if f.code == "lone_surrogate"] == [field]
 

@@ -145,7 +145,7 @@ def test_generate_reads_its_prompts_through_the_same_reader(tmp_path: Path) -> N
     assert [p.id for p in read_prompts(packed) if isinstance(p, Prompt)] == ["p0", "p1", "p2"]
     array = tmp_path / "p.json"
     array.write_text(json.dumps(prompts, indent=2), encoding="utf-8")
-    with pytest.raises(InputFileError, match="field 'prompts'.*JSON array"):
+    with pytest.raises(InputFileError, match=r"field 'prompts'.*JSON array"):
         read_prompts(array)
 
 

@@ -357,7 +357,7 @@ def test_max_cost_3_with_answers_of_1_dollar_sends_at_most_3_at_any_concurrency(
     fake.default_delay = 0.05
     for i in range(12):
         fake.script(f"p{i}", _priced("1"))
-    summary, rows = run(fake, tmp_path, [user_prompt(f"p{i}", f"id{i}") for i in range(12)], concurrency=4, max_cost=3.0)
+    summary, _ = run(fake, tmp_path, [user_prompt(f"p{i}", f"id{i}") for i in range(12)], concurrency=4, max_cost=3.0)
     assert len(fake.seen()) == 3 and summary.cost == 3.0
     assert summary.stopped is not None and "spend limit" in summary.stopped
     assert fake.max_in_flight <= 2  # a probe, then what the budget allows

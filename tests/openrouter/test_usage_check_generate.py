@@ -91,7 +91,7 @@ def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences
     rows = {r["id"]: r for r in read_rows(tmp_path / "out.jsonl")}
     assert summary.ok == len(prompts) and set(rows) == set(expected)
 
-    for pid, (golden, provider, (c_shift, r_shift, p_shift), flags) in expected.items():
+    for pid, (golden, _provider, (c_shift, r_shift, p_shift), flags) in expected.items():
         row = rows[pid]
         assert row["output_ids"] == golden["output_ids"], pid  # the rebuild itself is exact
         if prompt_from == "training_sample":
