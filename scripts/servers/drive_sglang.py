@@ -11,7 +11,6 @@ the scheduler counts it (``len(output_ids)``, the matched stop token included).
 from __future__ import annotations
 
 import json
-import random
 import sys
 import types
 import uuid
@@ -142,8 +141,7 @@ def main() -> None:
     for line in sys.stdin:
         case = json.loads(line)
         # uuid-based ids (none on the Kimi path, but any other id) come out the same on every run.
-        rng = random.Random(case["case_id"])
-        uuid.uuid4 = lambda rng=rng: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+        uuid.uuid4 = stubs.seeded_uuid4(case["case_id"])
         try:
             result = respond(case)
         except Exception as exc:  # noqa: BLE001 - the server raising on an output is a result too (a 500)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import sys
 import types
 import uuid
@@ -283,8 +282,7 @@ def main() -> None:
         if not supports(case["profile"]):
             continue
         # Server-issued ids (`chatcmpl-tool-<uuid>`) come out the same on every run, so --check can diff.
-        rng = random.Random(case["case_id"])
-        uuid.uuid4 = lambda rng=rng: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+        uuid.uuid4 = stubs.seeded_uuid4(case["case_id"])
         try:
             result = respond_stream(case) if STREAM else respond(case)
         except Exception as exc:  # noqa: BLE001 - the server raising on an output is a result too (a 500)
