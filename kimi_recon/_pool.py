@@ -11,17 +11,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from . import responses
 from ._arguments import int_argument
 from ._io import count_records
-from .errors import InvalidInputError, InvalidInputTypeError
-from .flags import Flag, flags_to_json
-from .record_options import OPTION_KEYS
-from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
-from .usage_check import TokenCounts
-
 from ._records import (
     REFERENCE_KEYS,
     RESPONSE_KEYS,
@@ -37,10 +31,15 @@ from ._records import (
     record_error,
     record_id,
 )
+from .errors import InvalidInputError, InvalidInputTypeError
+from .flags import Flag, flags_to_json
+from .record_options import OPTION_KEYS
+from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
+from .usage_check import TokenCounts
 
 _T = TypeVar("_T")
 
-_Item = tuple[int, Union[int, None], Any]
+_Item = tuple[int, int | None, Any]
 
 
 @dataclass(frozen=True)

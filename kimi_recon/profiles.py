@@ -118,7 +118,7 @@ class ChatProfile:
         return render(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _code_of(chat_format: ChatFormat) -> FormatCode:
     """The renderers of ``chat_format``, imported on first use (they import this module)."""
     from ._formats import FORMATS
@@ -126,7 +126,7 @@ def _code_of(chat_format: ChatFormat) -> FormatCode:
     return FORMATS[chat_format]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bundled_template(name: str) -> str:
     return (resources.files("kimi_recon") / "data" / "templates" / name).read_text(encoding="utf-8")
 

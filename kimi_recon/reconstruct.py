@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._arguments import choice_argument, instance_argument
 from ._ids import check_ids
+from ._profile_check import model_mismatch
 from ._repr import ids_repr, text_repr
 from .errors import InvalidInputError
 from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn
-from ._profile_check import model_mismatch
 from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn

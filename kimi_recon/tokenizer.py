@@ -26,9 +26,8 @@ import tiktoken
 
 from ._arguments import instance_argument
 from .errors import InvalidInputError, InvalidInputTypeError, TokenizerLoadError, preview
-from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
-
 from .profiles import ChatProfile, get_profile
+from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
 
 #: sha256 of every tiktoken.model known to be a Kimi vocab.
 KNOWN_VOCAB_SHA256: Mapping[str, str] = {

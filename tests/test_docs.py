@@ -20,11 +20,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 from extras import in_ci
 
 ROOT = Path(__file__).parent.parent

@@ -12,24 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 from hypothesis import given
 from hypothesis import strategies as st
-
 from testdata import GOLDEN, OFFICIAL, read_jsonl
-from extras import require
+
 from kimi_recon import KimiTokenizer, build_training_sample, cli, load_tokenizer, render_prompt
+from kimi_recon._k3_prompt import k3_prompt_segments
+from kimi_recon.errors import OutputFileError
 from kimi_recon.fast_tokenizer import (
     EXPORT_FILES,
     FastTokenizerError,
     bpe_merges,
-    byte_to_unicode,
     build_fast_tokenizer,
+    byte_to_unicode,
     encode_like_official,
     export_tokenizer,
     official_encode_cuts,
 )
-from kimi_recon.errors import OutputFileError
-from kimi_recon._k3_prompt import k3_prompt_segments
 from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.segments import Segment
 from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS, SpecialTokenRegistry

@@ -30,12 +30,12 @@ from kimi_recon.flags import (
     SEVERITIES,
     FlagCode,
     Severity,
-    flags_at_least,
-    max_severity,
-    severity_of,
     flag_codes_text,
+    flags_at_least,
     flags_from_json,
     flags_to_json,
+    max_severity,
+    severity_of,
 )
 from kimi_recon.openrouter.rows import adapter_flags
 from kimi_recon.training import sample_from_record

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import kimi_recon.tokenizer as tokenizer_module
 from kimi_recon import AssistantTurn, ToolCall, load_tokenizer, reconstruct_output_ids
 from kimi_recon import _k3 as k3
 from kimi_recon.profiles import get_profile
@@ -33,7 +34,6 @@ from kimi_recon.special_tokens import (
     registry_named,
     special_texts_in,
 )
-import kimi_recon.tokenizer as tokenizer_module
 from kimi_recon.tokenizer import _find_space, _long_run, _long_runs, _may_have_long_run, may_be_cut, official_chunks
 
 K25 = load_tokenizer()

@@ -12,9 +12,9 @@ import pytest
 from testdata import DATA
 
 from kimi_recon import SPECIAL_TOKENS, KimiTokenizer, load_tokenizer
+from kimi_recon.audit import check_special_tokens, check_token_ids
 from kimi_recon.errors import TokenizerLoadError
 from kimi_recon.special_tokens import SpecialTokenRegistry
-from kimi_recon.audit import check_token_ids, check_special_tokens
 
 K3_NAMED = json.loads((DATA / "k3_special_tokens.json").read_text(encoding="utf-8"))["tokens"]
 K3 = SpecialTokenRegistry.for_profile("kimi-k3")

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testdata import GOLDEN, OFFICIAL, read_jsonl
 
 import kimi_recon
+from kimi_recon import profiles
 from kimi_recon.dataset import audit_dataset, audit_record, reconstruct_record, reconstruct_records
 from kimi_recon.flags import FlagCode
-from kimi_recon import profiles
 from kimi_recon.profiles import get_profile, profile_for_model
-from testdata import GOLDEN, OFFICIAL, read_jsonl
 
 K3_TURNS = read_jsonl(GOLDEN / "official-k3-dev" / "turns.jsonl")
 K25_TURNS = read_jsonl(OFFICIAL / "turns.jsonl")

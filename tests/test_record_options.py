@@ -8,16 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from testdata import OFFICIAL, read_jsonl
-from extras import require
-from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
-from kimi_recon.errors import InvalidInputError
+
+from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt, sample_batch
 from kimi_recon.cli import main
-from kimi_recon import sample_batch
 from kimi_recon.dataset import audit_record, audit_row, reconstruct_record
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.record_options import arrow_tools, parse_options
 from kimi_recon.render import render_assistant_turn
 from kimi_recon.training import sample_from_record

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon import SPECIAL_TOKENS, KimiTokenizer
+from kimi_recon.audit import assert_special_tokens_ok, check_special_tokens, check_token_ids
+from kimi_recon.cli import main
 from kimi_recon.errors import UnknownSpecialTokenError
 from kimi_recon.special_tokens import SpecialTokenRegistry
-from kimi_recon.audit import assert_special_tokens_ok, check_token_ids, check_special_tokens
-from kimi_recon.cli import main
 
 OFFICIAL_SPECIAL = [c for c in read_jsonl(OFFICIAL / "special.jsonl") if c["id"] >= 163584]
 

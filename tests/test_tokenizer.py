@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 import tiktoken
+from extras import require
 from hypothesis import given
 from hypothesis import strategies as st
-
 from testdata import GOLDEN, OFFICIAL, read_jsonl
-from extras import require
+
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.errors import InvalidInputError, TokenizerLoadError
 from kimi_recon.special_tokens import SPECIAL_TOKENS

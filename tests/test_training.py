@@ -6,8 +6,8 @@ import re
 from typing import Any
 
 import pytest
-
 from testdata import DATA, OFFICIAL, read_jsonl
+
 from kimi_recon import KimiTokenizer, build_training_sample, render_prompt
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.training import sample_from_record

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._terminal import terminal_safe
 from .._arguments import instance_argument
+from .._terminal import terminal_safe
 from ..errors import KimiReconError
 
 DESCRIPTION = """\
@@ -189,10 +189,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     except ImportError:
         print("kimi-recon generate needs the openrouter extra: pip install 'kimi-recon[openrouter]'", file=sys.stderr)
         return 2
-    from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
     from .._pool import progress_disabled_by_env
-    from .generate import GenerateConfig, run_generate
     from ..profiles import profile_for_model
+    from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
+    from .generate import GenerateConfig, run_generate
     from .options import RequestOptions, provider_preferences, reasoning_settings
 
     api_key = api_key_from_env()

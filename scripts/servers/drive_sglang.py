@@ -32,13 +32,13 @@ FORCED = [
 stubs.install(SOURCE_ROOT, "sglang", forced=FORCED, bare=["sglang"])
 
 # (E402 below: these modules import the server, which must find the stubs installed above)
-import kimi_recon  # noqa: E402
+import sglang.srt.entrypoints.openai.serving_chat as serving_chat  # noqa: E402
 from cases import request_body  # noqa: E402
 from detok import server_text  # noqa: E402
+from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest  # noqa: E402
 from tokenizer_shim import KimiHFTokenizerShim  # noqa: E402
 
-import sglang.srt.entrypoints.openai.serving_chat as serving_chat  # noqa: E402
-from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest  # noqa: E402
+import kimi_recon  # noqa: E402
 
 
 class _Options(types.SimpleNamespace):

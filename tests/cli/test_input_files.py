@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from extras import require
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon import _io
 from kimi_recon.cli import main
 from kimi_recon.dataset import audit_dataset, iter_jsonl, reconstruct_records

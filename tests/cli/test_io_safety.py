@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon._io import atomic_output, refuse_output_is_input
 from kimi_recon.cli import main
 from kimi_recon.errors import OutputFileError

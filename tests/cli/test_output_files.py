@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon import build_training_sample, load_tokenizer
 from kimi_recon._io import atomic_output, remove_stale_partials
 from kimi_recon.cli import main

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 from fake_openrouter import QUICK_RETRIES, Act, FakeOpenRouter, generate_config
 from hypothesis import given
 from hypothesis import strategies as st
 from openrouter_wire import completion, pieces, read_rows, stream_chunks, user_prompt, write_prompts
 from stub_client import StubClient
 
-from extras import require
 from kimi_recon.errors import InvalidInputError, OutputFileError
 from kimi_recon.openrouter.cli import main
 from kimi_recon.openrouter.errors import redact_text

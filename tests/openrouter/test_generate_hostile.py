@@ -132,9 +132,9 @@ def test_a_prompt_holding_the_key_in_json_escapes_is_refused_before_sending(fake
 def test_ids_that_spell_a_piece_of_the_key_are_not_written_even_when_no_text_field_holds_it(tmp_path: Path) -> None:
     """The last net: the decoded ids are searched too (they spell the prompt, which no row field carries)."""
     from kimi_recon.openrouter.generate import _Outcome, _row_for
+    from kimi_recon.openrouter.parse import turn_from_openrouter
     from kimi_recon.openrouter.prompts import Prompt
     from kimi_recon.openrouter.rows import Rebuilt
-    from kimi_recon.openrouter.parse import turn_from_openrouter
     from kimi_recon.tokenizer import load_tokenizer
 
     tok = load_tokenizer()

@@ -7,12 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from extras import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from openrouter_wire import call, completion, error_chunk, sse, stream_chunks
 
-from extras import require
 from kimi_recon.errors import InvalidTurnError, KimiReconError
 from kimi_recon.openrouter import (
     InvalidResponseError,
@@ -25,7 +24,6 @@ from kimi_recon.openrouter import (
     turn_from_openrouter,
     turn_from_stream,
 )
-
 
 # -- non-streamed responses ---------------------------------------------------------------------------
 

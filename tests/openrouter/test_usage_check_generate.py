@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_openrouter import Act, FakeOpenRouter, generate_config
 from hypothesis import given
 from hypothesis import strategies as st
-from fake_openrouter import Act, FakeOpenRouter, generate_config
 from openrouter_wire import completion, read_rows, write_prompts
 
 from kimi_recon.openrouter.generate import run_generate
