@@ -114,9 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_ids = ns.ids or (100_000 if ns.quick else TARGET_IDS)
     results = measure(load_tokenizer(), n_ids, ns.rounds)
     widths = [max(len(h), *(len(_cell(row[i])) for row in table_rows(results))) for i, h in enumerate(HEADERS)]
-    print("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths)))
+    print("  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True)))
     for row in table_rows(results):
-        print("  ".join(_cell(v).ljust(w) for v, w in zip(row, widths)))
+        print("  ".join(_cell(v).ljust(w) for v, w in zip(row, widths, strict=True)))
     unrelated = results[0]["compare_s"]
     if n_ids >= TARGET_IDS:
         print(f"unrelated turns: {unrelated:.2f} s (target < {TARGET_S} s at {TARGET_IDS:,} ids): {'met' if unrelated < TARGET_S else 'MISSED'}")

@@ -66,7 +66,7 @@ def measure(size_bytes: int, rounds: int, seed: int = corpus.DEFAULT_SEED) -> di
     official = [tok.encode(t) for t in texts]
     os.environ["TOKENIZERS_PARALLELISM"] = "true"
     exported = [e.ids for e in fast.encode_batch(texts, add_special_tokens=False)]
-    differing = [i for i, (a, b) in enumerate(zip(exported, official)) if a != b]
+    differing = [i for i, (a, b) in enumerate(zip(exported, official, strict=True)) if a != b]
     unexplained = [i for i in differing if not official_encode_cuts(texts[i])]
     repaired = all(encode_like_official(fast, texts[i]) == official[i] for i in differing)
 

@@ -69,7 +69,8 @@ def provider_usage(prompt: dict[str, Any], message: dict[str, Any], i: int) -> d
 
 def build_workload(n: int, seed: int, constant_usage: bool = False) -> tuple[list[dict[str, Any]], list[bytes]]:
     """``n`` prompts and, for each, the server's answer (a chat completion as JSON bytes)."""
-    prompts, answers = [], []
+    prompts: list[dict[str, Any]] = []
+    answers: list[bytes] = []
     rng = random.Random(f"generate-bench:{seed}")
     index = 0
     while len(prompts) < n:
@@ -145,7 +146,7 @@ def measure(n: int, rounds: int, seed: int = 0, concurrency: int = 4, constant_u
     load_tokenizer()  # loaded once, outside the timings (a real run loads it once too)
     prompts, answers = build_workload(n, seed, constant_usage)
     methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    ctx = multiprocessing.get_context("fork") if "fork" in methods else multiprocessing.get_context("spawn")
     ports = ctx.Queue()
     server = ctx.Process(target=_serve, args=(answers, ports), daemon=True)
     server.start()

@@ -68,7 +68,7 @@ def measure(records: Sequence[Mapping[str, Any]], rounds: int, seed: int) -> dic
     }
     best = {name: min(t) for name, t in best_of(funcs, rounds, seed, clock=time.process_time).items()}
     exact = {
-        "k3": all(encode_segments(r.segments, k3, p3) == reconstruct_output_ids(t, k3, p3).ids for r, t in zip(r3, turns)),
+        "k3": all(encode_segments(r.segments, k3, p3) == reconstruct_output_ids(t, k3, p3).ids for r, t in zip(r3, turns, strict=True)),
         "k2.5 encoder == one encode": all(
             encode_segments(r.segments, k25, p25, fields_plain=r.fields_plain) == k25.encode(r.text) for r in r25
         ),

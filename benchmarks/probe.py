@@ -185,7 +185,7 @@ def _audit_summary(audit: object) -> dict[str, Any]:
     for name in names:
         try:
             value = getattr(audit, name)
-        except Exception:  # a property may raise; the summary is best-effort
+        except Exception:  # noqa: BLE001 - a property may raise; the summary is best-effort
             continue
         if isinstance(value, (int, float, str, bool)) or value is None:
             out[name] = value

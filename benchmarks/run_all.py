@@ -71,9 +71,9 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 import tiktoken
 
 from benchmarks import baselines, compare_speed, corpus, scale
-from benchmarks.timing import best_of
 from benchmarks import k3 as k3_bench
 from benchmarks import matrix
+from benchmarks.timing import best_of
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_assistant_turn, render_turn_with_flags
@@ -169,7 +169,7 @@ def machine_info() -> dict[str, Any]:
 
     def run(cmd: list[str]) -> str:
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+            return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -306,7 +306,7 @@ def bench_exactness(rep: Report, tok: KimiTokenizer, records: Sequence[Record], 
     kinds = sorted({r["kind"] for r in records}, key=lambda k: -sum(1 for r in records if r["kind"] == k))
     counts = {name: dict.fromkeys(kinds, 0) for name in ["reconstruct_output_ids", *meth]}
     total = dict.fromkeys(kinds, 0)
-    for r, ref in zip(records, refs):
+    for r, ref in zip(records, refs, strict=True):
         total[r["kind"]] += 1
         counts["reconstruct_output_ids"][r["kind"]] += 1  # ref is its own output
         for name, f in meth.items():
@@ -629,7 +629,7 @@ def bench_generate(cfg: Config, rep: Report) -> None:
     """What the usage check costs ``generate`` (see :mod:`benchmarks.generate_bench`)."""
     rep.section("generate: the usage check's cost")
     try:
-        import openai  # noqa: F401
+        import openai  # noqa: F401 - only whether it is installed
     except ImportError:
         rep.line("the openrouter extra (openai) is not installed; skipped")
         return
@@ -667,14 +667,14 @@ def bench_fast_tokenizer(cfg: Config, rep: Report) -> None:
     """The export's encode_batch against tiktoken (see :mod:`benchmarks.fast_tokenizer_speed`)."""
     rep.section("Fast tokenizer export: encode_batch against tiktoken, one thread and two")
     try:
-        import tokenizers  # noqa: F401
+        import tokenizers  # noqa: F401 - only whether it is installed
     except ImportError:
         rep.line("the fast extra (tokenizers) is not installed; skipped")
         return
     size_mb = 0.5 if cfg.quick else 4.0
     args = [sys.executable, str(HERE / "fast_tokenizer_speed.py"), "--size-mb", str(size_mb), "--rounds", str(cfg.rounds), "--seed", str(cfg.seed), "--json"]
     # Its own process: the rayon pool is sized once per process, and must not be alive across our forks.
-    proc = subprocess.run(args, capture_output=True, text=True, cwd=str(ROOT), env={**os.environ, "RAYON_NUM_THREADS": "2"})
+    proc = subprocess.run(args, check=False, capture_output=True, text=True, cwd=str(ROOT), env={**os.environ, "RAYON_NUM_THREADS": "2"})
     if proc.returncode not in (0, 2) or not proc.stdout.strip():
         rep.failures.append(f"fast_tokenizer_speed.py failed ({proc.returncode}): {proc.stderr[-2000:]}")
         return
@@ -704,7 +704,7 @@ def bench_startup(cfg: Config, rep: Report) -> None:
 
 
 def run_probe(args: list[str]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, str(PROBE), *args], capture_output=True, text=True, cwd=str(ROOT))
+    proc = subprocess.run([sys.executable, str(PROBE), *args], check=False, capture_output=True, text=True, cwd=str(ROOT))
     if proc.returncode != 0:
         raise RuntimeError(f"probe {args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -848,7 +848,7 @@ def write_dataset(records: Sequence[Record], refs: Sequence[list[int]], tok: Kim
     perturbed = 0
     size = 0
     with path.open("w", encoding="utf-8") as fh:
-        for i, (record, ref) in enumerate(zip(records, refs)):
+        for i, (record, ref) in enumerate(zip(records, refs, strict=True)):
             ids = ref
             if i % PERTURB_EVERY == PERTURB_EVERY - 1:
                 changed = perturb_ids(ref, tok, rng)
@@ -867,10 +867,9 @@ def repeat_jsonl(src: Path, dst: Path, times: int) -> int:
         for k in range(times):
             with src.open(encoding="utf-8") as fh:
                 for line in fh:
-                    if k:
-                        line = line.replace('{"id": "', f'{{"id": "r{k}-', 1)
-                    out.write(line)
-                    size += len(line.encode("utf-8"))
+                    copied = line.replace('{"id": "', f'{{"id": "r{k}-', 1) if k else line
+                    out.write(copied)
+                    size += len(copied.encode("utf-8"))
     return size
 
 
@@ -942,12 +941,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{n_tokens:,} tokens, longest turn {summ['max_rendered_chars']:,} chars, seed {cfg.seed}; kinds: "
         + ", ".join(f"{k} {v}" for k, v in summ["kinds"].items())
     )
-    bad = [i for i, (r, t) in enumerate(zip(records, texts)) if baselines.naive_render(r["response"]) != t]
+    bad = [i for i, (r, t) in enumerate(zip(records, texts, strict=True)) if baselines.naive_render(r["response"]) != t]
     if bad:
         rep.failures.append(f"naive_render differs from render_assistant_turn on {len(bad)} records")
     # The reference ids come from reconstruct_output_ids (encode_with_specials); check them against
     # KimiTokenizer.encode of the rendered text, which allows every special text (the official encode).
-    off = sum(1 for t, ref in zip(texts, refs) if tok.encode(t) != ref)
+    off = sum(1 for t, ref in zip(texts, refs, strict=True) if tok.encode(t) != ref)
     if off:
         rep.failures.append(f"reconstruct_output_ids differs from KimiTokenizer.encode(rendered text) on {off} records")
 
@@ -979,7 +978,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             size4 = repeat_jsonl(jsonl, jsonl4, 4)
             rep.data["perturbed"] = perturbed
             rep.data["dataset_files"] = {"1x_bytes": size1, "4x_bytes": size4, "perturbed_records": perturbed}
-            rep.line(f"\ndataset JSONL: 1x {size1 / 1e6:.1f} MB, 4x {size4 / 1e6:.1f} MB; reference_ids of {perturbed} of the {len(records)} records at 1x hold a non-canonical BPE split (audit_dataset should find exactly these)")
+            rep.line(
+                f"\ndataset JSONL: 1x {size1 / 1e6:.1f} MB, 4x {size4 / 1e6:.1f} MB; reference_ids of {perturbed} of the {len(records)} records at 1x "
+                "hold a non-canonical BPE split (audit_dataset should find exactly these)"
+            )
         n_records = len(records)
         del refs
         if profile and (cfg.profile or not cfg.quick) and need_files:

@@ -192,7 +192,7 @@ def run_child(way: str, objects: Path, text: Path, out: Path, workers: int) -> d
     cmd = [sys.executable, str(Path(__file__).resolve()), "--run", way, "--objects", str(objects), "--text", str(text),
            "--out", str(out), "--workers", str(workers)]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(ROOT), env=env)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=str(ROOT), env=env)
     if proc.returncode != 0 and not proc.stdout.strip():
         raise RuntimeError(f"{way} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

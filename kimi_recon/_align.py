@@ -19,7 +19,8 @@ def _units(n: int, specials: list[int], spans: list[bytes], positions: list[int]
     """Interleaved ("text", squashed text) / ("special", id) units of ``n`` ids, and each unit's index in them."""
     units: list[tuple[str, object]] = []
     where: list[int] = []
-    for i, t, span in zip(positions, specials, spans):
+    # spans has one more item than specials (the text after the last special id, appended below)
+    for i, t, span in zip(positions, specials, spans, strict=False):
         units += [("text", _squash(span)), ("special", t)]
         where += [i, i]
     units.append(("text", _squash(spans[-1])))

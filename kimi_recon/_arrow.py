@@ -66,12 +66,11 @@ class ArrowMessages(list[Any]):
                     if key not in _MESSAGE_NEVER_NULL:
                         nulls.append(where)
                     continue
-                if key == "tool_calls":
-                    try:
-                        value = _tool_calls(value, where)
-                    except InvalidInputError as err:
-                        refusal = refusal or err
-                clean[key] = value
+                try:
+                    clean[key] = _tool_calls(value, where) if key == "tool_calls" else value
+                except InvalidInputError as err:
+                    refusal = refusal or err
+                    clean[key] = value
             out.append(clean)
         out.with_nulls = [{k: v for k, v in m.items() if not (v is None and k in _MESSAGE_NEVER_NULL)} if isinstance(m, Mapping) else m for m in messages]
         out.nulls = tuple(nulls)

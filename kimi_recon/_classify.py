@@ -130,10 +130,10 @@ def _rest(a: list[int], b: list[int], view: IdView, budget: int) -> list[Finding
     if specials_a == specials_b:
         if spans_a == spans_b:
             return [(NON_CANONICAL_BPE, _SAME_BYTES)]
-        for x, y in zip(spans_a, spans_b):
+        for x, y in zip(spans_a, spans_b, strict=True):
             if not _same_apart_from_whitespace(x, y):
                 return [(TEXT_MISMATCH, "texts differ: " + _text_diff(_utf8(x), _utf8(y)))]
-        x, y = next((x, y) for x, y in zip(spans_a, spans_b) if x != y)
+        x, y = next((x, y) for x, y in zip(spans_a, spans_b, strict=True) if x != y)
         return [(WHITESPACE_DRIFT, "same text apart from whitespace: " + _text_diff(_utf8(x), _utf8(y)))]
     found: list[Finding] = [(SPECIAL_TOKEN_MISMATCH, None)]
     # Align the special ids by the interleaved (text, special, text, ...) units of both sides, so a

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+
 class MismatchKind(str, enum.Enum):
     """How two id lists differ, from the most benign to the most serious: the one list of the kinds.
 

@@ -18,7 +18,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .chat_template import REASONING_FIELDS, bundled_k25_template
 from ._k2 import (
     ARGUMENT_BEGIN,
     CALL_BEGIN,
@@ -29,6 +28,7 @@ from ._k2 import (
     THINK_BEGIN,
     THINK_END,
 )
+from .chat_template import REASONING_FIELDS, bundled_k25_template
 
 if TYPE_CHECKING:
     from .profiles import ChatProfile

@@ -15,7 +15,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidInputError, preview
 from ._k3 import (
     END_OF_MSG,
     arguments_problem,
@@ -26,6 +25,7 @@ from ._k3 import (
     xtml_type,
     xtml_value,
 )
+from .errors import InvalidInputError, preview
 from .responses import content_text
 from .segments import Segment, marker
 

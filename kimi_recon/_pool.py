@@ -17,12 +17,6 @@ from . import responses
 from ._arguments import int_argument
 from ._io import count_records
 from ._threads import chunked, threaded_results
-from .errors import InvalidInputError, InvalidInputTypeError
-from .flags import Flag, flags_to_json
-from .record_options import OPTION_KEYS
-from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
-from .usage_check import TokenCounts
-
 from ._records import (
     REFERENCE_KEYS,
     RESPONSE_KEYS,
@@ -38,10 +32,15 @@ from ._records import (
     record_error,
     record_id,
 )
+from .errors import InvalidInputError, InvalidInputTypeError
+from .flags import Flag, flags_to_json
+from .record_options import OPTION_KEYS
+from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
+from .usage_check import TokenCounts
 
 _T = TypeVar("_T")
 
-_Item = tuple[int, Union[int, None], Any]
+_Item = tuple[int, int | None, Any]
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "model", "thinking", "call_index_offset", "finish_reason", "logprobs",
      "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
      "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS,  # the usage check's
-     "server", "sglext", "prompt_token_ids", "model"}  # the server's: named, or what a response (as the record) reveals
+     "server", "sglext", "prompt_token_ids"}  # the server's (and "model", above): named, or what a response (as the record) reveals
 )
 
 

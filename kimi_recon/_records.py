@@ -15,14 +15,14 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
-from ._arguments import instance_argument
 from . import responses
+from ._arguments import instance_argument
 from ._arrow import arrow_value, check_batch, plain
 from ._io import check_input, read_lines
+from ._profile_check import ids_mismatch
 from .compare import Comparison, check_ids, compare_checked_ids
 from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError, preview
 from .flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
-from ._profile_check import ids_mismatch
 from .models import AssistantTurn
 from .profiles import get_profile
 from .reconstruct import Reconstruction, reconstruct_output_ids
@@ -507,11 +507,9 @@ def audit_row(
 def _arrow_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """A row of an Arrow table with its object columns read as :mod:`kimi_recon._arrow` says (text stays text)."""
     out: dict[str, Any] = {}
-    for key, value in record.items():
-        value = plain(value)
-        if not isinstance(value, (str, bytes)):
-            value = arrow_tools(value) if key == "tools" else arrow_value(key, value)
-        out[key] = value
+    for key, cell in record.items():
+        value = plain(cell)
+        out[key] = value if isinstance(value, (str, bytes)) else arrow_tools(value) if key == "tools" else arrow_value(key, value)
     return out
 
 

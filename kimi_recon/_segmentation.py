@@ -111,7 +111,7 @@ def split(ids: Sequence[int], view: IdView) -> Split:
     positions = [] if special.isdisjoint(ids) else [i for i, t in enumerate(ids) if t in special]
     starts = [0, *(i + 1 for i in positions)]
     ends = [*positions, len(ids)]
-    return Split([ids[i] for i in positions], [view.data(ids[lo:hi]) for lo, hi in zip(starts, ends)], positions)
+    return Split([ids[i] for i in positions], [view.data(ids[lo:hi]) for lo, hi in zip(starts, ends, strict=True)], positions)
 
 
 class Reasoning(NamedTuple):

@@ -27,8 +27,9 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
+from ._arguments import choice_argument
+from ._arrow import arrow_value, check_batch, plain
 from ._io import to_json_line
-from ._terminal import terminal_safe
 from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
 from ._records import (
     RESPONSE_KEYS,
@@ -36,13 +37,12 @@ from ._records import (
     RecordsArg,
     TokenizerArg,
     _as_record,
-    get_tokenizer,
     batch_indices,
+    get_tokenizer,
     record_error,
     record_id,
 )
-from ._arguments import choice_argument
-from ._arrow import arrow_value, check_batch, plain
+from ._terminal import terminal_safe
 from .errors import InvalidInputError
 from .flags import Severity, flag_codes_text, flags_at_least, max_severity, severity_argument
 from .profiles import get_profile

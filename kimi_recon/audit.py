@@ -226,7 +226,7 @@ def check_token_ids(
             continue
         right = [reg.id(text) for text in meant]
         if value not in right:
-            want = " or ".join(f"{text} is {tid}" for text, tid in zip(meant, right))
+            want = " or ".join(f"{text} is {tid}" for text, tid in zip(meant, right, strict=True))
             problems.append(f"{name} = {value} decodes to {decoded!r}; {want}")
         elif len(meant) > 1:
             notes.append(f"{name} = {value} ({decoded}); note: {' and '.join(meant)} are both called EOS in Kimi configs")

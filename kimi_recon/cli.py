@@ -28,7 +28,7 @@ def _tokenizer(args: argparse.Namespace) -> Any:
 
 
 def cmd_audit_tokens(args: argparse.Namespace) -> int:
-    from .audit import check_token_ids, check_special_tokens
+    from .audit import check_special_tokens, check_token_ids
 
     if args.constants:
         check_input(args.constants, "--constants")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ._arguments import instance_argument, int_argument
 from ._classify import SUBSTITUTE_MAX_TOKENS, classify
 from ._comparison import (
     BENIGN_KINDS,
@@ -36,7 +37,6 @@ from ._comparison import (
 from ._evidence import comparison
 from ._ids import check_ids, is_canonical
 from ._segmentation import id_view
-from ._arguments import instance_argument, int_argument
 from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 
 __all__ = [

@@ -36,13 +36,6 @@ from typing import Any
 
 from ._arguments import int_argument
 from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
-from .compare import BENIGN_KINDS, EXACT, KINDS
-from .errors import InvalidInputError, InvalidRecordError, preview
-from ._profile_check import suggested_profile
-from .flags import max_severity, severity_of
-from .profiles import DEFAULT_PROFILE, get_profile
-from .usage_stats import TokenCountTally, report_lines
-
 from ._pool import (
     Executor,
     RecordReconstruction,
@@ -56,6 +49,7 @@ from ._pool import (
     _tokenizer_source,
     _worker_count,
 )
+from ._profile_check import suggested_profile
 from ._records import (
     ERROR,
     REFERENCE_KEYS,
@@ -75,6 +69,11 @@ from ._records import (
     response_of,
     turn_of_record,
 )
+from .compare import BENIGN_KINDS, EXACT, KINDS
+from .errors import InvalidInputError, InvalidRecordError, preview
+from .flags import max_severity, severity_of
+from .profiles import DEFAULT_PROFILE, get_profile
+from .usage_stats import TokenCountTally, report_lines
 
 __all__ = [
     "ERROR",

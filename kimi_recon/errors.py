@@ -38,7 +38,7 @@ def preview(value: object, limit: int = 40) -> str:
     deeply to repr, or whose repr fails, is named by its type)."""
     try:
         text = repr(value)
-    except Exception:  # RecursionError too
+    except Exception:  # noqa: BLE001 - never raises, by contract: RecursionError or any failing __repr__
         return f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[:limit] + "…"
 
@@ -50,7 +50,7 @@ def as_text(value: object) -> str:
         return value
     try:
         return str(value)
-    except Exception:  # RecursionError too
+    except Exception:  # noqa: BLE001 - never raises, by contract: RecursionError or any failing __str__
         return preview(value)
 
 

@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._arguments import instance_argument
-from .tokenizer import checked_tokenizer
 from ._io import atomic_output
 from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
 from .errors import InvalidInputError, InvalidInputTypeError, OutputFileError, preview
 from .profiles import get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
-from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, load_tokenizer, official_chunks
+from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, checked_tokenizer, load_tokenizer, official_chunks
 
 if TYPE_CHECKING:
     import tokenizers

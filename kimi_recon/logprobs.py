@@ -6,8 +6,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidInputError, preview
 from .errors import LogprobsError as LogprobsError  # defined with the others; importable here as before
+from .errors import preview
 from .tokenizer import KimiTokenizer
 
 # vLLM's ``return_tokens_as_token_ids`` writes tokens as "token_id:123".

@@ -147,7 +147,7 @@ class ChatProfile:
         )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bundled_template(name: str) -> str:
     return (resources.files("kimi_recon") / "data" / "templates" / name).read_text(encoding="utf-8")
 

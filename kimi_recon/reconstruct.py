@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._arguments import choice_argument, instance_argument
 from ._ids import check_ids
+from ._profile_check import model_mismatch
 from ._repr import ids_repr, text_repr
 from .errors import InvalidInputError
 from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn
-from ._profile_check import model_mismatch
 from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
@@ -314,5 +314,5 @@ def _ids_via_logprobs(
 
 
 def _first_diff(a: list[int], b: list[int]) -> str:
-    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     return f"first difference at index {n}"

@@ -26,9 +26,8 @@ import tiktoken
 
 from ._arguments import instance_argument
 from .errors import InvalidInputError, InvalidInputTypeError, TokenizerLoadError, preview
-from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
-
 from .profiles import ChatProfile, get_profile
+from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
 
 #: sha256 of every tiktoken.model known to be a Kimi vocab.
 KNOWN_VOCAB_SHA256: Mapping[str, str] = {
@@ -83,7 +82,8 @@ def _long_run(max_run: int) -> re.Pattern[str]:
     # A run longer than max_run. The lookbehinds anchor a match at the start of a run, so the scan is
     # linear: a position inside a run fails at once instead of rescanning the run. Python's ``\s`` is
     # ``str.isspace`` (tested over every code point).
-    return re.compile(r"(?<!\s)\s{%d,}|(?<!\S)\S{%d,}" % (max_run + 1, max_run + 1))
+    # (% and not an f-string: the regex's own quantifier braces stay as written)
+    return re.compile(r"(?<!\s)\s{%d,}|(?<!\S)\S{%d,}" % (max_run + 1, max_run + 1))  # noqa: UP031
 
 
 def _may_have_long_run(piece: str, max_run: int) -> bool:
@@ -669,7 +669,7 @@ def _download_from_hub(repo_id: str) -> Path:
     patterns = [VOCAB_FILE, CONFIG_FILE, TEMPLATE_FILE, MODEL_CONFIG_FILE]
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns))
-    except Exception as err:  # the hub raises many types (offline, 404, auth); all mean "could not fetch"
+    except Exception as err:  # noqa: BLE001 - the hub raises many types (offline, 404, auth); all mean "could not fetch"
         raise TokenizerLoadError(
             f"could not download the tokenizer files of {repo_id!r} from the Hugging Face Hub "
             f"({type(err).__name__}: {err}); when offline, pass a local tokenizer directory or use the bundled default"

@@ -256,7 +256,8 @@ def _same_turn(a: AssistantTurn, b: AssistantTurn) -> bool:
     def calls(turn: AssistantTurn) -> list[tuple[str, str]]:
         return [(c.name, c.arguments if isinstance(c.arguments, str) else tojson(c.arguments)) for c in turn.tool_calls]
 
-    ids_agree = all(x.id is None or y.id is None or x.id == y.id for x, y in zip(a.tool_calls, b.tool_calls))
+    # (not strict: lists of different lengths are told apart by calls(a) == calls(b) below)
+    ids_agree = all(x.id is None or y.id is None or x.id == y.id for x, y in zip(a.tool_calls, b.tool_calls, strict=False))
     # history messages often drop the reasoning: a message without any is still the same answer
     reasoning_agrees = not a.reasoning or a.reasoning == (b.reasoning or "")
     return reasoning_agrees and (a.content or "") == (b.content or "") and calls(a) == calls(b) and ids_agree

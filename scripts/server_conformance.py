@@ -61,7 +61,7 @@ def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
 
 
 def fetch_wheel(cache: Path, build: str) -> Path:
-    requirement, _, top = BUILDS[build]
+    requirement = BUILDS[build][0]
     name, version = requirement.split("==")
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)

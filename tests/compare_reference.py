@@ -1,7 +1,8 @@
 """The quadratic ``compare_ids`` as it was before issue 9 (difflib over every special id), kept verbatim as
 the reference the near-linear one must agree with (tests/test_compare_speed.py). Not part of the package."""
 
-# ruff: noqa
+# The old code exactly as it ran, so it is not edited to the rules its successor follows (zip strict=, import order).
+# ruff: noqa: B905, I001
 from __future__ import annotations
 
 from collections.abc import Sequence

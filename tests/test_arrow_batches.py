@@ -64,7 +64,8 @@ def conversations(draw: st.DrawFn, args_as_text: bool) -> dict[str, Any]:
     if draw(st.booleans()):
         properties = draw(st.lists(st.sampled_from(["city", "unit", "days"]), unique=True, min_size=1, max_size=3))
         record["tools"] = [
-            {"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {"type": "object", "properties": {p: {"type": "string", "description": p} for p in properties}, "required": properties[:1]}}}
+            {"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
+                "type": "object", "properties": {p: {"type": "string", "description": p} for p in properties}, "required": properties[:1]}}}
         ]
     return record
 
@@ -103,7 +104,7 @@ def _quiet_datasets() -> Any:
 def test_sample_batch_through_arrow_gives_the_written_records_ids_or_a_row_error_naming_the_field(tok: KimiTokenizer, records: list[dict[str, Any]]) -> None:
     rows = through_arrow(records, sample_batch, tok)
     assert len(rows) == len(records)
-    for record, row in zip(records, rows):
+    for record, row in zip(records, rows, strict=True):
         expected = training_row(record, tok)
         if row["error"] is None:
             assert row["input_ids"] == expected["input_ids"], record["id"]
@@ -125,7 +126,7 @@ def test_sample_batch_through_arrow_of_json_text_columns_is_exact_for_every_reco
 def test_audit_batch_through_arrow_never_calls_a_changed_response_exact(tok: KimiTokenizer, records: list[dict[str, Any]]) -> None:
     with_refs = [{**r, "reference_ids": training_row(r, tok)["input_ids"][training_row(r, tok)["prompt_len"]:]} for r in records]
     rows = through_arrow(with_refs, audit_batch, tok)
-    for record, row in zip(with_refs, rows):
+    for record, row in zip(with_refs, rows, strict=True):
         if row["audit_error"]:
             assert "JSON text" in row["audit_error"] and row["audit_error_field"].startswith("response"), row
         else:
@@ -136,7 +137,12 @@ def test_an_assistant_message_without_reasoning_next_to_one_with_it_is_not_rende
     # The history message without reasoning_content is in the prompt's suffix (after the last plain assistant
     # message), where K2.5 renders reasoning: Arrow's null would render <think>None</think> (main did).
     calls = [tool_call(0, {"city": "Paris"}, True)]
-    with_reasoning = {"id": "a", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "reasoning_content": "r", "tool_calls": calls}, {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"}], "response": {"content": "done"}}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "reasoning_content": "r", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
+    ]
+    with_reasoning = {"id": "a", "messages": messages, "response": {"content": "done"}}
     without = copy.deepcopy(with_reasoning)
     without["id"] = "b"
     del without["messages"][1]["reasoning_content"]

@@ -12,8 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall, load_tokenizer
-from kimi_recon.errors import InvalidInputError
-from kimi_recon.responses import as_turn
 from kimi_recon.compare import (
     BENIGN_KINDS,
     KINDS,
@@ -27,7 +25,9 @@ from kimi_recon.compare import (
     compare_ids,
     is_canonical,
 )
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.reconstruct import reconstruct_output_ids
+from kimi_recon.responses import as_turn
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "official-k2.5-dev"
 

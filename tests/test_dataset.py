@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from extras import require
+
 from kimi_recon import load_tokenizer
-from kimi_recon.errors import InvalidInputError
 from kimi_recon.compare import KINDS, NON_CANONICAL_BPE, SPECIAL_TOKEN_MISMATCH, TEXT_MISMATCH
 from kimi_recon.dataset import (
     ERROR,
@@ -29,6 +28,7 @@ from kimi_recon.dataset import (
     reconstruct_record,
     reconstruct_records,
 )
+from kimi_recon.errors import InvalidInputError
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "official-k2.5-dev"
 TURNS_PATH = GOLDEN / "turns.jsonl"

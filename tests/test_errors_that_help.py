@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from testdata import OFFICIAL, read_jsonl
 
 import kimi_recon
 from kimi_recon import sample_batch
 from kimi_recon.dataset import audit_dataset, audit_record
 from kimi_recon.errors import InputFileError, InvalidInputError
 from kimi_recon.training import sample_from_record
-from testdata import OFFICIAL, read_jsonl
 
 CASE = read_jsonl(OFFICIAL / "turns.jsonl")[0]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -11,24 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
-
-from testdata import GOLDEN, OFFICIAL, read_jsonl
 from extras import require
+from hypothesis import given
+from hypothesis import strategies as st
+from testdata import GOLDEN, OFFICIAL, read_jsonl
+
 from kimi_recon import KimiTokenizer, build_training_sample, cli, load_tokenizer, render_prompt
+from kimi_recon._k3_prompt import k3_prompt_segments
+from kimi_recon.errors import OutputFileError
 from kimi_recon.fast_tokenizer import (
     EXPORT_FILES,
     FastTokenizerError,
     bpe_merges,
-    byte_to_unicode,
     build_fast_tokenizer,
+    byte_to_unicode,
     encode_like_official,
     export_tokenizer,
     official_encode_cuts,
 )
-from kimi_recon.errors import OutputFileError
-from kimi_recon._k3_prompt import k3_prompt_segments
 from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.segments import Segment
 from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS, SpecialTokenRegistry
@@ -233,7 +234,7 @@ def test_code_points_split_like_tiktoken(fast_ordinary: tokenizers.Tokenizer, to
     pattern = "a{0} {0}{0}1{0}\n{0}A{0}"
     texts = ["".join(pattern.format(chr(c)) for c in points[i : i + 500]) for i in range(0, len(points), 500)]
     fast_ids = [e.ids for e in fast_ordinary.encode_batch(texts, add_special_tokens=False)]
-    differing = [i for i, (a, b) in enumerate(zip(fast_ids, tok.encoding.encode_ordinary_batch(texts))) if a != b]
+    differing = [i for i, (a, b) in enumerate(zip(fast_ids, tok.encoding.encode_ordinary_batch(texts), strict=True)) if a != b]
     assert differing == []
 
 
@@ -400,11 +401,11 @@ def test_loss_mask_from_offsets_equals_build_training_sample(hf_tokenizer: Any, 
 
 def test_export_refuses_existing_files_and_source_folders(tmp_path: Path, tok: KimiTokenizer) -> None:
     (tmp_path / "tokenizer.json").write_text("keep me", encoding="utf-8")
-    with pytest.raises(OutputFileError, match="field 'directory': .* already holds tokenizer.json; pass overwrite=True"):
+    with pytest.raises(OutputFileError, match=r"field 'directory': .* already holds tokenizer\.json; pass overwrite=True"):
         export_tokenizer(tmp_path, tokenizer=tok)
     assert (tmp_path / "tokenizer.json").read_text(encoding="utf-8") == "keep me"
     (tmp_path / "tiktoken.model").write_bytes(b"")
-    with pytest.raises(OutputFileError, match="holds a tiktoken.model: it is a tokenizer source folder"):
+    with pytest.raises(OutputFileError, match=re.escape("holds a tiktoken.model: it is a tokenizer source folder")):
         export_tokenizer(tmp_path, tokenizer=tok, overwrite=True)
 
 
@@ -426,7 +427,7 @@ def test_cli_export_writes_the_same_files(tmp_path: Path, export_dir: Path, caps
 
 def test_cli_export_refuses_to_replace_files(tmp_path: Path) -> None:
     (tmp_path / "special_tokens_map.json").write_text("{}", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "export-tokenizer", str(tmp_path)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "export-tokenizer", str(tmp_path)], check=False, capture_output=True, text=True)
     assert done.returncode == 2
     assert "already holds special_tokens_map.json; pass overwrite=True (--overwrite) to replace them" in done.stderr
     assert (tmp_path / "special_tokens_map.json").read_text(encoding="utf-8") == "{}"
@@ -439,6 +440,6 @@ def test_core_does_not_import_tokenizers() -> None:
         "assert f.official_encode_cuts('x' * 25001)\n"
         "try:\n    f.build_fast_tokenizer()\nexcept f.FastTokenizerError as e:\n    print(e)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "needs the tokenizers package: pip install 'kimi-recon[fast]'" in done.stdout

@@ -30,12 +30,12 @@ from kimi_recon.flags import (
     SEVERITIES,
     FlagCode,
     Severity,
-    flags_at_least,
-    max_severity,
-    severity_of,
     flag_codes_text,
+    flags_at_least,
     flags_from_json,
     flags_to_json,
+    max_severity,
+    severity_of,
 )
 from kimi_recon.openrouter.rows import adapter_flags
 from kimi_recon.training import sample_from_record
@@ -149,7 +149,7 @@ flag_objects = st.builds(
 @given(st.lists(flag_objects, max_size=6))
 def test_flags_written_as_json_read_back_as_the_same_flags(flags: list[Flag]) -> None:
     written = json.loads(json.dumps(flags_to_json(flags)))
-    assert all(set(d) == {"code", "severity", "message", "field"} | ({"delta"} if f.delta is not None else set()) for d, f in zip(written, flags))
+    assert all(set(d) == {"code", "severity", "message", "field"} | ({"delta"} if f.delta is not None else set()) for d, f in zip(written, flags, strict=True))
     assert flags_from_json(written) == tuple(flags)
 
 

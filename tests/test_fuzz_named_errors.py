@@ -5,14 +5,19 @@ the rendered text unless a flag says why not."""
 from __future__ import annotations
 
 import contextlib
+import enum
+import importlib
+import inspect
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -248,7 +253,10 @@ def test_special_token_audits_raise_only_named_errors(constants: Any, profile: A
 
 
 record = st.one_of(
-    st.fixed_dictionaries({"id": _maybe(st.just("r1")), "response": turns}, optional={"reference_ids": id_lists, "messages": messages, "tools": tools, "thinking": _maybe(st.booleans()), "profile": profiles}),
+    st.fixed_dictionaries(
+        {"id": _maybe(st.just("r1")), "response": turns},
+        optional={"reference_ids": id_lists, "messages": messages, "tools": tools, "thinking": _maybe(st.booleans()), "profile": profiles},
+    ),
     hostile,
 )  # fmt: skip
 
@@ -371,15 +379,7 @@ def test_cli_audit_tokens_raises_nothing_on_any_constants_file(workdir: Path, co
 # types, hostile values, and plausible ones so that a call gets past its first check. Pass: it returns
 # (an iterator is drained) or raises a KimiReconError.
 
-import enum  # noqa: E402
-import importlib  # noqa: E402
-import inspect  # noqa: E402
-import re  # noqa: E402
-from pathlib import Path as _Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-_API = (_Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text(encoding="utf-8")
+_API = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text(encoding="utf-8")
 _MAP = _API.split("<!-- module-map -->", 1)[1].split("<!-- /module-map -->", 1)[0]
 _MAP_ROWS = dict(re.findall(r"^\| `(kimi_recon[\w.]*)` \| (.*) \|$", _MAP, re.MULTILINE))
 
@@ -438,7 +438,7 @@ plain_values = st.recursive(
 )
 odd_objects = st.sampled_from(
     [object(), {1, 2}, frozenset({"a"}), (1, 2), np.int64(5), np.float64(1.5), np.array([1, 2]), np.array([{"a": 1}], dtype=object),
-     _Path("missing.jsonl"), iter([1, 2]), b"\xff", bytearray(b"ab"), 1j, Ellipsis, type, len]
+     Path("missing.jsonl"), iter([1, 2]), b"\xff", bytearray(b"ab"), 1j, Ellipsis, type, len]
 )  # fmt: skip
 good_turn = {"role": "assistant", "content": "hi", "reasoning_content": "r"}
 good_messages = [{"role": "user", "content": "q"}]
@@ -454,7 +454,7 @@ hostile_argument = st.one_of(plain_values, odd_objects, deep)
 def _drained(result: Any) -> Any:
     """Iterators (build_samples, reconstruct_records, ...) do their work when read: read a few items."""
     if inspect.isgenerator(result) or (hasattr(result, "__next__") and hasattr(result, "__iter__")):
-        for _, _item in zip(range(8), result):
+        for _, _item in zip(range(8), result, strict=False):  # at most 8: the iterator may be endless
             pass
     return result
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import kimi_recon.tokenizer as tokenizer_module
 from kimi_recon import AssistantTurn, ToolCall, load_tokenizer, reconstruct_output_ids
 from kimi_recon import _k3 as k3
 from kimi_recon.profiles import get_profile
@@ -33,7 +34,6 @@ from kimi_recon.special_tokens import (
     registry_named,
     special_texts_in,
 )
-import kimi_recon.tokenizer as tokenizer_module
 from kimi_recon.tokenizer import _find_space, _long_run, _long_runs, _may_have_long_run, may_be_cut, official_chunks
 
 K25 = load_tokenizer()
@@ -288,7 +288,7 @@ def test_argument_flags_of_scalar_values_flag_exactly_the_respelled_numbers(memb
     assert respelled == [k for k, v in members if v is MINUS_ZERO]
     flags = k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", k3.parse_arguments(text))
     assert [f.code for f in flags] == ["argument_number_respelled"] * len(respelled)
-    assert all(repr(k) in f.message for k, f in zip(respelled, flags))
+    assert all(repr(k) in f.message for k, f in zip(respelled, flags, strict=True))
 
 
 def test_an_integer_spelled_minus_zero_is_flagged_as_respelled() -> None:

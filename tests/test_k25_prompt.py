@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon import KimiTokenizer
-from kimi_recon.errors import InvalidInputError
 from kimi_recon._k25_prompt import TEMPLATE_MARKERS, k25_prompt_fragments, uses_k25_template
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.openrouter.prompts import Prompt
 from kimi_recon.openrouter.rebuild import make_prompt_counter
 from kimi_recon.profiles import get_profile

@@ -178,7 +178,7 @@ def test_k3_stop_after_tools_does_not_change_a_turn_without_tools() -> None:
 
 
 def test_unknown_stop_names_the_field() -> None:
-    with pytest.raises(InvalidInputError, match="field 'stop'.*not an end of a kimi-k3 turn"):
+    with pytest.raises(InvalidInputError, match=r"field 'stop'.*not an end of a kimi-k3 turn"):
         reconstruct_output_ids(AssistantTurn(content="c"), profile="kimi-k3", stop="<|im_end|>")
 
 

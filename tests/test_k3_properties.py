@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import tiktoken
-from testdata import DATA
 from hypothesis import given
 from hypothesis import strategies as st
+from testdata import DATA
 
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall, build_training_sample, load_tokenizer, reconstruct_output_ids
-from kimi_recon.render import render_turn_with_flags
 from kimi_recon.profiles import get_profile
+from kimi_recon.render import render_turn_with_flags
 from kimi_recon.segments import encode_segments
 from kimi_recon.special_tokens import SPECIAL_TOKENS
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-
 from typing import get_args
 
 from kimi_recon import KimiTokenizer, compare_ids

@@ -9,12 +9,12 @@ import json
 from typing import Any
 
 import pytest
+from testdata import DATA, OFFICIAL, read_jsonl
 
 import kimi_recon
 from kimi_recon import build_samples, build_training_sample, sample_batch
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.flags import FlagCode
-from testdata import DATA, OFFICIAL, read_jsonl
 
 K25_TURNS = read_jsonl(OFFICIAL / "turns.jsonl")
 # final turns the stock K2.5 template renders as the official set did (tool calls: SOURCES.md §9)

@@ -7,17 +7,18 @@ Every expected id list is Moonshot's official output (tests/data/golden), never 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testdata import GOLDEN, OFFICIAL, read_jsonl
 
 import kimi_recon
+from kimi_recon import profiles
 from kimi_recon.dataset import audit_dataset, audit_record, reconstruct_record, reconstruct_records
 from kimi_recon.flags import FlagCode
-from kimi_recon import profiles
 from kimi_recon.profiles import get_profile, profile_for_model
-from testdata import GOLDEN, OFFICIAL, read_jsonl
 
 K3_TURNS = read_jsonl(GOLDEN / "official-k3-dev" / "turns.jsonl")
 K25_TURNS = read_jsonl(OFFICIAL / "turns.jsonl")
@@ -122,7 +123,7 @@ def test_nothing_naming_a_profile_means_kimi_k25() -> None:
 
 
 def test_a_misspelt_profile_suggests_the_one_meant() -> None:
-    with pytest.raises(kimi_recon.KimiReconError, match="did you mean 'kimi-k2.5'"):
+    with pytest.raises(kimi_recon.KimiReconError, match=re.escape("did you mean 'kimi-k2.5'")):
         get_profile("kimi-k25")
 
 

@@ -8,16 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from testdata import OFFICIAL, read_jsonl
-from extras import require
-from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt
-from kimi_recon.errors import InvalidInputError
+
+from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt, sample_batch
 from kimi_recon.cli import main
-from kimi_recon import sample_batch
 from kimi_recon.dataset import audit_record, audit_row, reconstruct_record
+from kimi_recon.errors import InvalidInputError
 from kimi_recon.record_options import arrow_tools, parse_options
 from kimi_recon.render import render_assistant_turn
 from kimi_recon.training import sample_from_record
@@ -102,7 +101,10 @@ def test_tools_as_json_text_give_the_official_sample(tok: KimiTokenizer, case: d
     assert sample_from_record(record(case, tools=text), tok).input_ids == expected
 
 
-@pytest.mark.parametrize("value,message", [("{not json", "is text but not JSON"), ('{"type": "function"}', "must be a list of tool objects"), ("[1]", "must be a tool object"), (5, "must be a list of tool objects")])
+@pytest.mark.parametrize(
+    "value,message",
+    [("{not json", "is text but not JSON"), ('{"type": "function"}', "must be a list of tool objects"), ("[1]", "must be a tool object"), (5, "must be a list of tool objects")],
+)
 def test_tools_that_are_not_a_list_of_objects_are_refused(value: object, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message) as err:
         parse_options({"tools": value}, sample="s")
@@ -123,7 +125,7 @@ def test_tools_after_an_arrow_round_trip_give_the_official_sample(tok: KimiToken
     cases = WITH_TOOLS[:12]
     round_tripped = _arrow_round_trip([c["tools"] for c in cases])
     assert any("None" in repr(tools) for tools in round_tripped)  # the round trip did fill nulls
-    for case, tools in zip(cases, round_tripped):
+    for case, tools in zip(cases, round_tripped, strict=True):
         sample = sample_from_record(record(case, tools=tools), tok)
         assert sample.input_ids == case["prompt_ids"] + case["output_ids"]
         if tools != case["tools"]:
@@ -135,7 +137,7 @@ def test_arrow_filled_nulls_are_removed_exactly() -> None:
         [{"type": "function", "function": {"name": "a", "description": "A", "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}}],
         [{"type": "function", "function": {"name": "b", "parameters": {"type": "object", "properties": {"y": {"type": "integer", "minimum": 1}}}}}],
     ]
-    for tools, filled in zip(original, _arrow_round_trip(original)):
+    for tools, filled in zip(original, _arrow_round_trip(original), strict=True):
         assert filled != tools
         options = parse_options({"tools": filled})
         assert options.tools is not None and list(options.tools) == tools
@@ -273,7 +275,7 @@ _tool = st.builds(
 @given(st.lists(st.lists(_tool, min_size=1, max_size=2), min_size=1, max_size=4))
 def test_an_arrow_round_trip_is_undone_exactly_or_refused_saying_so(rows: list[list[dict[str, Any]]]) -> None:
     # The batch functions mark tools read from an Arrow column (arrow_tools); so does this test.
-    for original, filled in zip(rows, _arrow_round_trip(rows)):
+    for original, filled in zip(rows, _arrow_round_trip(rows), strict=True):
         try:
             options = parse_options({"tools": arrow_tools(filled)})
         except InvalidInputError as err:

@@ -7,12 +7,12 @@ import warnings
 from typing import Any
 
 import pytest
-
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall
 from kimi_recon.errors import InvalidInputError, InvalidTurnError
-from kimi_recon.render import ReasoningDroppedWarning, render_assistant_turn, render_turn_with_flags
 from kimi_recon.reconstruct import reconstruct_output_ids
+from kimi_recon.render import ReasoningDroppedWarning, render_assistant_turn, render_turn_with_flags
 from kimi_recon.responses import as_turn, turn_from_response
 
 TURNS = read_jsonl(OFFICIAL / "turns.jsonl")

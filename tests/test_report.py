@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testdata import OFFICIAL, read_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 from report_helpers import (
@@ -24,16 +23,17 @@ from report_helpers import (
     shown,
     write_jsonl,
 )
+from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon import load_tokenizer
 from kimi_recon._audit_breakdown import POSITION_BINS, BreakdownTally, position_bin
 from kimi_recon._report_html import render_html
-from kimi_recon.flags import Flag, FlagCode
 from kimi_recon._sample import SAMPLE_PATH, SAMPLE_SHA256, sample_path
 from kimi_recon.cli import main
 from kimi_recon.compare import KINDS, Comparison, TokenView
 from kimi_recon.dataset import DatasetAudit, RecordError, RecordResult, audit_dataset
 from kimi_recon.errors import BundledDataError, InvalidInputError
+from kimi_recon.flags import Flag, FlagCode
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -67,7 +67,7 @@ def decode_png(data: bytes) -> tuple[int, int, int, list[bytes]]:
             for i in range(bpp, stride):
                 line[i] = (line[i] + line[i - bpp]) & 255
         elif kind == 2:
-            line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+            line = bytearray((a + b) & 255 for a, b in zip(line, prev, strict=True))
         elif kind == 3:
             for i in range(stride):
                 left = line[i - bpp] if i >= bpp else 0
@@ -87,8 +87,11 @@ def decode_png(data: bytes) -> tuple[int, int, int, list[bytes]]:
 def test_png_decoder_reads_a_known_image() -> None:
     """The decoder the screenshot check relies on, on a 2x2 RGB image written here with every filter type."""
     pixels = [bytes([255, 0, 0, 0, 255, 0]), bytes([0, 0, 255, 255, 255, 255])]
-    raw = b"\x00" + pixels[0] + b"\x02" + bytes((a - b) & 255 for a, b in zip(pixels[1], pixels[0]))
-    chunk = lambda t, b: struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+    raw = b"\x00" + pixels[0] + b"\x02" + bytes((a - b) & 255 for a, b in zip(pixels[1], pixels[0], strict=True))
+
+    def chunk(t: bytes, b: bytes) -> bytes:
+        return struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+
     png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
     assert decode_png(png) == (2, 2, 3, pixels)
 

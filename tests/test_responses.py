@@ -7,12 +7,11 @@ import sys
 from typing import Any
 
 import pytest
-
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon import KimiReconError, turn_from_response
-from kimi_recon.errors import InvalidTurnError
 from kimi_recon.dataset import turn_of_record
-from kimi_recon.errors import GenerationFailedError, InvalidResponseError, ServerReportedError
+from kimi_recon.errors import GenerationFailedError, InvalidResponseError, InvalidTurnError, ServerReportedError
 from kimi_recon.training import count_tool_calls
 
 GOLDEN_TURNS = [case["turn"] for case in read_jsonl(OFFICIAL / "turns.jsonl")]
@@ -213,8 +212,7 @@ def test_native_finish_reason_truncates_in_both_modes() -> None:
 
 
 def test_the_openrouter_adapter_raises_its_own_subclass_of_the_core_error() -> None:
-    from kimi_recon.openrouter import OpenRouterError
-    from kimi_recon.openrouter import turn_from_openrouter
+    from kimi_recon.openrouter import OpenRouterError, turn_from_openrouter
 
     body = {"error": {"code": 429, "message": "slow down"}}
     with pytest.raises(ServerReportedError) as core:

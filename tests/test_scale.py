@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from extras import require
 from testdata import OFFICIAL, read_jsonl
 
-from extras import require
 from kimi_recon import sample_batch
 from kimi_recon.cli import main
 

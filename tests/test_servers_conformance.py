@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from servers_measure import OUTCOMES, SERVERS_DIR, format_table, load_rows, measure, measure_row, named_server_rebuild
 
 from kimi_recon import load_tokenizer
 from kimi_recon.errors import InvalidInputError
-from servers_measure import OUTCOMES, SERVERS_DIR, format_table, load_rows, measure, measure_row, named_server_rebuild
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "data" / "golden"

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon import SPECIAL_TOKENS, KimiTokenizer
+from kimi_recon.audit import assert_special_tokens_ok, check_special_tokens, check_token_ids
+from kimi_recon.cli import main
 from kimi_recon.errors import UnknownSpecialTokenError
 from kimi_recon.special_tokens import SpecialTokenRegistry
-from kimi_recon.audit import assert_special_tokens_ok, check_token_ids, check_special_tokens
-from kimi_recon.cli import main
 
 OFFICIAL_SPECIAL = [c for c in read_jsonl(OFFICIAL / "special.jsonl") if c["id"] >= 163584]
 
@@ -140,6 +140,6 @@ def test_cli_audit_tokens_fails_on_wrong_constants(tmp_path: Path, capsys: pytes
 
 def test_cli_reports_a_broken_tokenizer_without_traceback(tokenizer_dir: Path) -> None:
     (tokenizer_dir / "tokenizer_config.json").write_text("[]", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "audit-tokens", "--tokenizer", str(tokenizer_dir)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "audit-tokens", "--tokenizer", str(tokenizer_dir)], check=False, capture_output=True, text=True)
     assert proc.returncode == 2
     assert "tokenizer_config.json must hold a JSON object" in proc.stderr and "Traceback" not in proc.stderr

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from extras import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from testdata import DATA
-from extras import require
+
 from kimi_recon import AssistantTurn, KimiTokenizer, ToolCall
 from kimi_recon.chat_template import render_chat_template
 from kimi_recon.reconstruct import reconstruct_output_ids

@@ -68,7 +68,7 @@ def test_the_docs_run_config_is_one_specforge_load_config_accepts() -> None:
 
 
 def test_the_old_docs_run_config_is_refused_for_want_of_a_disaggregated_deployment() -> None:
-    with pytest.raises(Rejected, match="online training requires deployment.mode=disaggregated"):
+    with pytest.raises(Rejected, match=re.escape("online training requires deployment.mode=disaggregated")):
         specforge_config(yaml.safe_load(OLD_YAML))
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-
 from testdata import DATA, OFFICIAL, read_jsonl
+
 from kimi_recon import KimiTokenizer, build_training_sample, render_prompt
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.training import sample_from_record
@@ -53,7 +54,7 @@ def test_missing_tool_call_ids_continue_the_conversation_count(tok: KimiTokenize
 
 
 def test_profile_template_mismatch_is_caught() -> None:
-    with pytest.raises(InvalidInputError, match="does not end with the kimi-k2.5 generation prompt"):
+    with pytest.raises(InvalidInputError, match=re.escape("does not end with the kimi-k2.5 generation prompt")):
         render_prompt([{"role": "user", "content": "q"}], template="{{ messages[0].content }}")
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 from hypothesis import given
 from hypothesis import strategies as st
-
 from testdata import DATA, OFFICIAL, read_jsonl
-from extras import require
+
 from kimi_recon import KimiTokenizer, build_training_sample, render_prompt
 from kimi_recon.cli import main
 from kimi_recon.training import sample_from_record

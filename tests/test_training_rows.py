@@ -10,17 +10,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from testdata import OFFICIAL, read_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
+from testdata import OFFICIAL, read_jsonl
 from trainer_rules import Rejected, specforge_prompts, speculators_rows
 
 from kimi_recon import KimiTokenizer, build_training_sample, sample_batch
-from kimi_recon._training_rows import training_row
 from kimi_recon._training_rows import (
     BATCH_COLUMNS,
     ROW_COLUMNS,
     SampleResult,
+    training_row,
     write_training_rows,
 )
 from kimi_recon.cli import main

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from extras import require
 from hypothesis import given
 from hypothesis import strategies as st
-
 from testdata import OFFICIAL, read_jsonl
-from extras import require
+
 from kimi_recon import AssistantTurn, KimiReconError, KimiTokenizer, ToolCall, reconstruct_output_ids, turn_from_response
-from kimi_recon.errors import InvalidResponseError
 from kimi_recon.dataset import reconstruct_record, turn_of_record
+from kimi_recon.errors import InvalidResponseError
 from kimi_recon.render import render_assistant_turn
 
 openai_chat = require("openai.types.chat")

@@ -55,7 +55,8 @@ def test_audit_checks_usage_of_every_record_and_reports_per_provider(tmp_path: P
         assert result.to_dict()["token_counts"]["completion_tokens"]["reported"] == len(record["reference_ids"]) + c_shift
 
     path = tmp_path / "records.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r, *_ in cases) + json.dumps({"id": "no-usage", **{k: v for k, v in cases[0][0].items() if k != "response"}, "turn": cases[0][0]["response"]["choices"][0]["message"]}) + "\n")
+    no_usage = {"id": "no-usage", **{k: v for k, v in cases[0][0].items() if k != "response"}, "turn": cases[0][0]["response"]["choices"][0]["message"]}
+    path.write_text("".join(json.dumps(r) + "\n" for r, *_ in cases) + json.dumps(no_usage) + "\n")
     report = audit_dataset(path, workers=2, progress=False).to_dict()["token_counts"]
     assert report["rows_checked"] == 16 and report["rows_unchecked"] == 1
     providers = report["providers"]
@@ -82,7 +83,7 @@ def test_prompt_length_comes_from_the_official_prompt_ids_when_rendered() -> Non
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kimi_recon.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "kimi_recon.cli", *args], check=False, capture_output=True, text=True, timeout=300)
 
 
 def test_reconstruct_and_build_samples_rows_carry_the_usage_check(tmp_path: Path) -> None:
@@ -95,13 +96,13 @@ def test_reconstruct_and_build_samples_rows_carry_the_usage_check(tmp_path: Path
         assert done.returncode == 0, done.stderr
         rows = read_jsonl(out)
         assert len(rows) == len(cases)
-        for row, (record, flags, c_shift, p_shift) in zip(rows, cases):
+        for written, (_record, flags, c_shift, p_shift) in zip(rows, cases, strict=True):
             if command == "build-samples":  # training rows keep one type per column: JSON text, comma-separated codes
-                row = row | {"token_counts": json.loads(row["token_counts"]), "flags": row["flags"].split(",")}
+                row = written | {"token_counts": json.loads(written["token_counts"]), "flags": written["flags"].split(",")}
             else:  # reconstruct rows write flag objects; a usage mismatch carries its delta
-                mismatches = [f for f in row["flags"] if f["code"] == "completion_tokens_mismatch"]
-                assert [f["delta"] for f in mismatches] == ([c_shift] if mismatches else []), row["id"]
-                row = row | {"flags": [f["code"] for f in row["flags"]]}
+                mismatches = [f for f in written["flags"] if f["code"] == "completion_tokens_mismatch"]
+                assert [f["delta"] for f in mismatches] == ([c_shift] if mismatches else []), written["id"]
+                row = written | {"flags": [f["code"] for f in written["flags"]]}
             assert row["token_counts"]["completion_tokens"]["delta"] == c_shift, (command, row["id"])
             assert [f for f in row["flags"] if f.endswith("_tokens_mismatch")] == flags, (command, row["id"])
             if command == "build-samples":

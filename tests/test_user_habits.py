@@ -10,11 +10,11 @@ import warnings
 from pathlib import Path
 
 import pytest
+from testdata import OFFICIAL, read_jsonl
 
 import kimi_recon
 from kimi_recon.dataset import audit_dataset
 from kimi_recon.errors import UnknownSpecialTokenError
-from testdata import OFFICIAL, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 K25_TURNS = read_jsonl(OFFICIAL / "turns.jsonl")

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,7 @@ def _specforge_records(path: Path) -> list[Any]:
 
 def has_adjacent_ones(mask: Sequence[int]) -> bool:
     """Whether two neighbouring positions of ``mask`` are both 1 (the DFlash family's row filter)."""
-    return any(a and b for a, b in zip(mask, mask[1:]))
+    return any(a and b for a, b in pairwise(mask))
 
 
 def specforge_prompts(

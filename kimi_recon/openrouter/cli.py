@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._terminal import terminal_safe
 from .._arguments import instance_argument
+from .._terminal import terminal_safe
 from ..errors import KimiReconError
 
 DESCRIPTION = """\
@@ -154,7 +154,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the server behind --base-url, for what its parsers lose: vllm==0.15.1, vllm==0.33.0, sglang==0.5.23, vllm, "
         "sglang (default: what each response reveals, else unknown)",
     )
-    g.add_argument("--max-cost", type=_number(float, 0), default=None, help="send no prompt whose answer (priced as the dearest one so far) would take this run past this many USD; stops when a cost is unknown")
+    g.add_argument(
+        "--max-cost",
+        type=_number(float, 0),
+        default=None,
+        help="send no prompt whose answer (priced as the dearest one so far) would take this run past this many USD; stops when a cost is unknown",
+    )
     g.add_argument("--limit", type=_number(int, 0), default=None, help="send at most this many prompts in this run")
     g.add_argument("--retry-errors", action="store_true", help="send again the prompts whose last row in OUT is an error (by default error rows count as done)")
     g.add_argument("--grace", type=_number(float, 0), default=30.0, help="seconds the requests in flight get to finish after a first Ctrl-C/SIGTERM (default: %(default)s)")
@@ -184,10 +189,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     except ImportError:
         print("kimi-recon generate needs the openrouter extra: pip install 'kimi-recon[openrouter]'", file=sys.stderr)
         return 2
-    from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
     from .._pool import progress_disabled_by_env
-    from .generate import GenerateConfig, run_generate
     from ..profiles import profile_for_model
+    from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
+    from .generate import GenerateConfig, run_generate
     from .options import RequestOptions, provider_preferences, reasoning_settings
 
     api_key = api_key_from_env()

@@ -16,11 +16,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .._arguments import bool_argument, instance_argument, path_argument
+from .._ids import check_ids
 from .._io import is_stdio, read_lines
 from .._records import _parse_line
 from .._training_rows import SampleResult, _failure, row_of_sample
 from ..dataset import iter_jsonl, record_id
-from .._ids import check_ids
 from ..errors import InvalidInputError, preview
 from ..flags import flag_codes_text, flags_from_json, max_severity
 from ..tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer

@@ -198,7 +198,7 @@ def _count_prompt(prompt: Prompt, count: PromptCounter | None, secret: str) -> t
         return None, None
     try:
         return count(prompt), None
-    except Exception as err:  # only this figure goes unchecked; the row is still made
+    except Exception as err:  # noqa: BLE001 - only this figure goes unchecked; the row is still made
         return None, redact_text(f"{type(err).__name__}: {err}", secret)
 
 
@@ -253,7 +253,7 @@ def _exchange(client: OpenAI, prompt: Prompt, options: RequestOptions, config: G
         named = err.with_sample(prompt.id)
         error = {"type": "invalid_response", "code": None, "message": redact_text(str(named), secret), "field": err.field}
         return _Outcome(prompt, response=last[0].response if last else None, error=error, call=call())
-    except Exception as err:  # a bug or an unforeseen transport failure must still leave a row
+    except Exception as err:  # noqa: BLE001 - a bug or an unforeseen transport failure must still leave a row
         message = redact_text(f"prompt {prompt.id!r}: {type(err).__name__}: {err}", secret)
         return _Outcome(prompt, response=last[0].response if last else None, error={"type": "internal", "code": None, "message": message}, call=call())
     return _Outcome(prompt, response=fetched.response, turn=turn, call=call())
@@ -278,7 +278,7 @@ def _ids_hold_secret(row: Mapping[str, Any], decode: Decoder, secret: str) -> bo
         return False
     try:
         text = decode(ids)
-    except Exception:  # ids the tokenizer cannot decode spell nothing to look for
+    except Exception:  # noqa: BLE001 - ids the tokenizer cannot decode spell nothing to look for
         return False
     return holds_secret(text, secret)
 
@@ -301,7 +301,7 @@ def _row_for(
     turn = replace_foreign_call_ids(outcome.turn) if fix_ids else _keeping_server_ids(outcome.turn)
     try:
         rebuilt = rebuild(prompt, turn) if rebuild is not None else None
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - a failed rebuild is a row that keeps the paid-for response
         field_name = getattr(err, "field", None)
         message = redact_text(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
         error = {"type": "reconstruction", "code": None, "message": message, "field": field_name}
@@ -637,7 +637,7 @@ def _dispatch(
                     continue
                 try:
                     row = _row_for(outcome, run.options, config, run.rebuild, run.secret, run.decode)
-                except Exception as err:  # never lose a prompt to a bug in row building
+                except Exception as err:  # noqa: BLE001 - never lose a prompt to a bug in row building
                     message = redact_text(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", run.secret)
                     error = {"type": "internal", "code": None, "message": message}
                     row = error_row(outcome.prompt.id, run.options.model, error, line=outcome.prompt.line, response=outcome.response)

@@ -153,10 +153,11 @@ def iter_stream_chunks(chunks: Iterable[Any]) -> Iterator[Mapping[str, Any] | No
 
     if isinstance(chunks, (str, bytes)) or not isinstance(chunks, Iterable):
         raise InvalidInputTypeError(f"must be an iterable of chunks or SSE lines, got {type(chunks).__name__}", field="stream")
-    for item in chunks:
-        if isinstance(item, bytes):
+    for chunk in chunks:
+        item = chunk
+        if isinstance(chunk, bytes):
             try:
-                item = item.decode("utf-8")
+                item = chunk.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise InvalidResponseError(f"SSE text is not UTF-8 ({err.reason} at byte {err.start})", field="stream") from None
         if isinstance(item, str):

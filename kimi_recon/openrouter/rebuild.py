@@ -139,9 +139,9 @@ TOOL_LISTS_KEPT = 32
 def _declaration_counter(prof: ChatProfile, thinking: bool, cache_size: int) -> Callable[[list[Mapping[str, Any]]], str | None]:
     """The tool declaration the K2.5 template is given for a tool list (as :func:`~kimi_recon.training.render_prompt`
     makes it), kept for the last ``cache_size`` tool lists: a run usually sends the same tools every time."""
+    from .._prompt import deep_sorted
     from ..record_options import parse_options
     from ..tool_declaration import render_tools_declaration
-    from .._prompt import deep_sorted
 
     def declaration(tools: object) -> str | None:
         options = parse_options(profile=prof, thinking=thinking, tools=tools)

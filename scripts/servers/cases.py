@@ -321,7 +321,10 @@ def variants() -> Iterator[Raw]:
 
 def upstream_shapes() -> Iterator[Raw]:
     """Outputs shaped like the servers' own Kimi parser tests (our strings)."""
-    yield Raw("tool_calls", "upstream_newlines", None, "Let me help you with that.\n", (Call("get_weather", '{"location": "Tokyo", "units": "celsius"}'),), in_section="\n", after_section="\nThe weather in Tokyo is...")
+    yield Raw(
+        "tool_calls", "upstream_newlines", None, "Let me help you with that.\n", (Call("get_weather", '{"location": "Tokyo", "units": "celsius"}'),),
+        in_section="\n", after_section="\nThe weather in Tokyo is...",
+    )  # fmt: skip
     yield Raw("tool_calls", "upstream_spaced", None, "I'll check the weather. ", (Call("get_weather", '{"city": "Beijing"}', header=" functions.get_weather:0 "),), in_section=" ")
     yield Raw("tool_calls", "upstream_parallel", None, "", (Call("get_weather", '{"city": "Beijing"}'), Call("get_weather", '{"city": "Shanghai"}', header="functions.get_weather:1")), in_section="\n")
     yield Raw("tool_calls", "upstream_no_prefix", None, "", (Call("get_time", '{"tz": "UTC"}', header="get_time:0"),))
@@ -363,12 +366,14 @@ def _openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for message in messages:
         calls = message.get("tool_calls")
         if calls:
-            message = dict(message)
-            message["tool_calls"] = [
+            sent = dict(message)
+            sent["tool_calls"] = [
                 {**c, "function": {**c["function"], "arguments": a if isinstance(a := c["function"].get("arguments"), str) else json.dumps(a, ensure_ascii=False)}}
                 for c in calls
             ]
-        out.append(message)
+            out.append(sent)
+        else:
+            out.append(message)
     return out
 
 

@@ -11,7 +11,6 @@ the scheduler counts it (``len(output_ids)``, the matched stop token included).
 from __future__ import annotations
 
 import json
-import random
 import sys
 import types
 import uuid
@@ -20,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import stubs  # noqa: E402
+import stubs
 
 SOURCE_ROOT, VERSION = sys.argv[1], sys.argv[2]
 FORCED = [
@@ -32,13 +31,14 @@ FORCED = [
 ]  # fmt: skip
 stubs.install(SOURCE_ROOT, "sglang", forced=FORCED, bare=["sglang"])
 
-import kimi_recon  # noqa: E402
+# (E402 below: these modules import the server, which must find the stubs installed above)
+import sglang.srt.entrypoints.openai.serving_chat as serving_chat  # noqa: E402
 from cases import request_body  # noqa: E402
 from detok import server_text  # noqa: E402
+from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest  # noqa: E402
 from tokenizer_shim import KimiHFTokenizerShim  # noqa: E402
 
-import sglang.srt.entrypoints.openai.serving_chat as serving_chat  # noqa: E402
-from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest  # noqa: E402
+import kimi_recon  # noqa: E402
 
 
 class _Options(types.SimpleNamespace):
@@ -141,11 +141,10 @@ def main() -> None:
     for line in sys.stdin:
         case = json.loads(line)
         # uuid-based ids (none on the Kimi path, but any other id) come out the same on every run.
-        rng = random.Random(case["case_id"])
-        uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+        uuid.uuid4 = stubs.seeded_uuid4(case["case_id"])
         try:
             result = respond(case)
-        except Exception as exc:  # the server raising on an output is a result too (a 500)
+        except Exception as exc:  # noqa: BLE001 - the server raising on an output is a result too (a 500)
             result = {"error": {"type": type(exc).__name__, "message": str(exc)[:500]}}
         print(json.dumps({"case_id": case["case_id"], **result}, ensure_ascii=False, sort_keys=True))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import sys
 import types
 import uuid
@@ -20,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import stubs  # noqa: E402
+import stubs
 
 SOURCE_ROOT, VERSION = sys.argv[1], sys.argv[2]
 STREAM = "--stream" in sys.argv[3:]
@@ -29,6 +28,7 @@ STREAM = "--stream" in sys.argv[3:]
 SPACED = "--spaced" in sys.argv[3:]
 stubs.install(SOURCE_ROOT, "vllm", forced=["torch", "vllm.utils.torch_version", "vllm.utils.torch_utils", "vllm.env_override", "vllm.compilation"])
 
+# (E402 below: these modules import the server, which must find the stubs installed above)
 from cases import request_body  # noqa: E402
 from detok import server_text  # noqa: E402
 from tokenizer_shim import KimiHFTokenizerShim  # noqa: E402
@@ -39,12 +39,12 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat  # noqa: E402
 
 if NEW_LAYOUT:
-    from vllm.entrypoints.generate.base.protocol import RequestResponseMetadata  # noqa: E402
-    from vllm.parser.parser_manager import ParserManager  # noqa: E402
+    from vllm.entrypoints.generate.base.protocol import RequestResponseMetadata
+    from vllm.parser.parser_manager import ParserManager
 else:
-    from vllm.entrypoints.openai.engine.protocol import RequestResponseMetadata  # noqa: E402
-    from vllm.reasoning import ReasoningParserManager  # noqa: E402
-    from vllm.tool_parsers import ToolParserManager  # noqa: E402
+    from vllm.entrypoints.openai.engine.protocol import RequestResponseMetadata
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
 
 
 class _Record(types.SimpleNamespace):
@@ -249,7 +249,7 @@ def respond_stream(case: dict[str, Any]) -> dict[str, Any]:
     ids = list(case["output_ids"])
     message: dict[str, Any] = {"role": "assistant"}
     calls: dict[int, dict[str, Any]] = {}
-    for n, (token_id, text) in enumerate(zip(ids, _text_deltas(tok, ids, case["finished"], bool(request.skip_special_tokens)))):
+    for n, (token_id, text) in enumerate(zip(ids, _text_deltas(tok, ids, case["finished"], bool(request.skip_special_tokens)), strict=True)):
         delta = parser.parse_delta(text, [token_id], request, case["prompt_ids"] if n == 0 else None, finished=n == len(ids) - 1)
         if delta is None:
             continue
@@ -282,11 +282,10 @@ def main() -> None:
         if not supports(case["profile"]):
             continue
         # Server-issued ids (`chatcmpl-tool-<uuid>`) come out the same on every run, so --check can diff.
-        rng = random.Random(case["case_id"])
-        uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
+        uuid.uuid4 = stubs.seeded_uuid4(case["case_id"])
         try:
             result = respond_stream(case) if STREAM else respond(case)
-        except Exception as exc:  # the server raising on an output is a result too (a 500)
+        except Exception as exc:  # noqa: BLE001 - the server raising on an output is a result too (a 500)
             result = {"error": {"type": type(exc).__name__, "message": str(exc)[:500]}}
         print(json.dumps({"case_id": case["case_id"], **result}, ensure_ascii=False, sort_keys=True))
 

@@ -14,12 +14,21 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import random
 import sys
 import types
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _STUB_MODULE = "kimi_recon_stub"
+
+
+def seeded_uuid4(seed: str) -> Callable[[], uuid.UUID]:
+    """A stand-in for ``uuid.uuid4`` drawing from its own generator seeded by ``seed`` (a case id), so the
+    ids a server issues come out the same on every run and --check can diff them."""
+    rng = random.Random(seed)
+    return lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
 
 #: Accelerator plugins the servers probe for (`find_spec("torch_npu")`) to pick a platform: they must stay
 #: absent, or the server takes this machine for an NPU/TPU/XPU host and raises.

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon.cli import main
 
 CASES = read_jsonl(OFFICIAL / "turns.jsonl")[:6]

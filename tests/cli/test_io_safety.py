@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from testdata import OFFICIAL, read_jsonl
+
 from kimi_recon._io import atomic_output, refuse_output_is_input
 from kimi_recon.cli import main
 from kimi_recon.errors import OutputFileError
@@ -40,7 +40,7 @@ def sample_rows() -> list[dict[str, Any]]:
 
 def cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "kimi_recon.cli", *args], input=stdin, capture_output=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "kimi_recon.cli", *args], input=stdin, check=False, capture_output=True, env=env, timeout=120)
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -83,7 +83,7 @@ def test_stdout_redirected_into_the_input_is_refused(tmp_path: Path) -> None:
     before = src.read_bytes()
     env = dict(os.environ, PYTHONPATH=str(REPO))
     with open(src, "ab") as append_to_input:  # `kimi-recon reconstruct d.jsonl >> d.jsonl` would never end
-        result = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "reconstruct", str(src)], stdout=append_to_input, stderr=subprocess.PIPE, env=env, timeout=120)
+        result = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "reconstruct", str(src)], check=False, stdout=append_to_input, stderr=subprocess.PIPE, env=env, timeout=120)
     assert result.returncode == 2 and b"also the input" in result.stderr
     assert src.read_bytes() == before
 

@@ -58,7 +58,7 @@ def test_kill_mid_run_then_resume_writes_every_prompt_exactly_once(fake: FakeOpe
     try:
         wait_for_rows(out, 2, first)
         # single writer: a second run on the same file is refused while the first is alive
-        rival = subprocess.run(cmd, env=child_env(api_key), capture_output=True, timeout=60)
+        rival = subprocess.run(cmd, env=child_env(api_key), check=False, capture_output=True, timeout=60)
         assert rival.returncode == 2
         assert b"being written by another run" in rival.stderr
         assert first.poll() is None, "the first run finished before it could be killed; slow the server down"
@@ -75,7 +75,7 @@ def test_kill_mid_run_then_resume_writes_every_prompt_exactly_once(fake: FakeOpe
         f.write(json.dumps({"id": torn_id, "status": "ok", "output_ids": [1, 2, 3]})[:30])
 
     fake.default_delay = 0.0
-    second = subprocess.run(cmd, env=child_env(api_key), capture_output=True, timeout=120)
+    second = subprocess.run(cmd, env=child_env(api_key), check=False, capture_output=True, timeout=120)
     assert second.returncode == 0, second.stderr.decode()
 
     rows = read_rows(out)
@@ -96,7 +96,7 @@ def test_progress_bar_shows_rate_errors_and_spend(fake: FakeOpenRouter, tmp_path
 
     fake.script("bad", Act(status=400, body={"error": {"code": 400, "message": "nope"}}))
     prompts = write_prompts(tmp_path / "p.jsonl", [user_prompt("good", "g"), user_prompt("bad", "b")])
-    result = subprocess.run(generate_cmd(prompts, tmp_path / "o.jsonl", fake), env=child_env(api_key), capture_output=True, timeout=120)
+    result = subprocess.run(generate_cmd(prompts, tmp_path / "o.jsonl", fake), env=child_env(api_key), check=False, capture_output=True, timeout=120)
     stderr = result.stderr.decode()
     assert result.returncode == 1  # one prompt recorded as an error
     assert "prompt/s" in stderr and "err=1" in stderr and "spent=$0.0010" in stderr
@@ -106,7 +106,7 @@ def test_progress_bar_shows_rate_errors_and_spend(fake: FakeOpenRouter, tmp_path
 
 def test_missing_api_key_is_a_usage_error(fake: FakeOpenRouter, tmp_path: Path) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", [user_prompt("x", "a")])
-    result = subprocess.run(generate_cmd(prompts, tmp_path / "o.jsonl", fake), env=child_env(None), capture_output=True, timeout=60)
+    result = subprocess.run(generate_cmd(prompts, tmp_path / "o.jsonl", fake), env=child_env(None), check=False, capture_output=True, timeout=60)
     assert result.returncode == 2
     assert b"OPENROUTER_API_KEY" in result.stderr
     assert not fake.seen()
@@ -114,7 +114,7 @@ def test_missing_api_key_is_a_usage_error(fake: FakeOpenRouter, tmp_path: Path) 
 
 def test_cli_module_imports_without_openai() -> None:
     code = "import sys, kimi_recon.openrouter, kimi_recon.openrouter.cli; print('openai' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], env=child_env(None), capture_output=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", code], env=child_env(None), check=False, capture_output=True, timeout=60)
     assert result.stdout.strip() == b"False", result.stderr
 
 
@@ -131,7 +131,7 @@ def test_register_adds_generate_with_its_options() -> None:
 
 
 def test_main_cli_offers_generate() -> None:
-    result = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "generate", "--help"], env=child_env(None), capture_output=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "generate", "--help"], env=child_env(None), check=False, capture_output=True, timeout=60)
     if result.returncode != 0 and b"invalid choice" in result.stderr:
         pytest.skip("the main CLI does not register the openrouter adapter (yet)")
     assert result.returncode == 0, result.stderr
@@ -154,7 +154,7 @@ def test_interrupt_mid_run_then_resume_writes_every_prompt_exactly_once(fake: Fa
     done_before = {r["id"] for r in read_rows(out)}  # every line whole: read_rows parses each
     assert 2 <= len(done_before) < n
     fake.default_delay = 0.0
-    second = subprocess.run(cmd, env=child_env(api_key), capture_output=True, timeout=120)
+    second = subprocess.run(cmd, env=child_env(api_key), check=False, capture_output=True, timeout=120)
     assert second.returncode == 0, second.stderr.decode()
     assert sorted(r["id"] for r in read_rows(out)) == sorted(f"id{i}" for i in range(n))
     for i in range(n):
@@ -171,7 +171,7 @@ def test_generate_summary_escapes_provider_names_from_the_server(fake: FakeOpenR
     resp["usage"]["cost"] = 0.001
     fake.script("q", Act(body=resp))
     prompts = write_prompts(tmp_path / "p.jsonl", [user_prompt("q", "a")])
-    result = subprocess.run(generate_cmd(prompts, tmp_path / "o.jsonl", fake, "--no-progress"), env=child_env(api_key), capture_output=True, timeout=120)
+    result = subprocess.run(generate_cmd(prompts, tmp_path / "o.jsonl", fake, "--no-progress"), env=child_env(api_key), check=False, capture_output=True, timeout=120)
     stderr = result.stderr.decode()
     assert result.returncode == 0, stderr
     assert "\x1b" not in stderr and "\x07" not in stderr

@@ -234,7 +234,7 @@ def test_streamed_rows_equal_non_streamed_rows(fake: FakeOpenRouter, tmp_path: P
     _, plain = run(fake, tmp_path / "plain", prompts, api_key)
     _, streamed = run(fake, tmp_path / "stream", prompts, api_key, options=RequestOptions(model="moonshotai/kimi-k2.5", stream=True))
     assert all(s.body.get("stream") is True for s in fake.seen()[2:])
-    for p, s in zip(sorted(plain, key=lambda r: r["id"]), sorted(streamed, key=lambda r: r["id"])):
+    for p, s in zip(sorted(plain, key=lambda r: r["id"]), sorted(streamed, key=lambda r: r["id"]), strict=True):
         assert s["stream"] is True and s["status"] == "ok"
         assert s["output_ids"] == p["output_ids"]
         assert s["usage"] == p["usage"]
@@ -333,13 +333,13 @@ def test_wrong_key_stops_the_run_without_a_row_or_the_key(fake: FakeOpenRouter, 
 
 def test_concurrency_is_bounded(fake: FakeOpenRouter, tmp_path: Path, api_key: str) -> None:
     fake.default_delay = 0.15
-    summary, rows = run(fake, tmp_path, [user_prompt(f"p{i}", f"id{i}") for i in range(9)], api_key, concurrency=3)
+    summary, _ = run(fake, tmp_path, [user_prompt(f"p{i}", f"id{i}") for i in range(9)], api_key, concurrency=3)
     assert summary.ok == 9
     assert fake.max_in_flight == 3
 
 
 def test_spend_limit_stops_sending_new_prompts(fake: FakeOpenRouter, tmp_path: Path, api_key: str) -> None:
-    summary, rows = run(fake, tmp_path, [user_prompt(f"p{i}", f"id{i}") for i in range(6)], api_key, concurrency=1, max_cost=0.0025)
+    summary, _ = run(fake, tmp_path, [user_prompt(f"p{i}", f"id{i}") for i in range(6)], api_key, concurrency=1, max_cost=0.0025)
     assert summary.ok == 3 and summary.remaining == 3
     assert summary.stopped is not None and "spend limit" in summary.stopped
     assert summary.exit_code == 3

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 from fake_openrouter import QUICK_RETRIES, Act, FakeOpenRouter, generate_config
 from hypothesis import given
 from hypothesis import strategies as st
 from openrouter_wire import completion, pieces, read_rows, stream_chunks, user_prompt, write_prompts
 from stub_client import StubClient
 
-from extras import require
 from kimi_recon.errors import InvalidInputError, OutputFileError
 from kimi_recon.openrouter.cli import main
 from kimi_recon.openrouter.errors import redact_text
@@ -96,7 +96,7 @@ def test_a_device_as_output_is_refused_without_reading_it(fake: FakeOpenRouter, 
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env.update(PYTHONPATH=str(REPO), OPENROUTER_API_KEY=api_key, NO_PROXY="127.0.0.1,localhost")
     cmd = [sys.executable, "-m", "kimi_recon.openrouter", *args_for(prompts, "/dev/full", fake)]
-    result = subprocess.run(cmd, env=env, capture_output=True, timeout=60)  # before: read /dev/full until memory ran out
+    result = subprocess.run(cmd, env=env, check=False, capture_output=True, timeout=60)  # before: read /dev/full until memory ran out
     assert result.returncode == 2
     assert b"not a regular file" in result.stderr
     assert not fake.seen()
@@ -122,7 +122,7 @@ def test_prompts_from_stdin(fake: FakeOpenRouter, tmp_path: Path, api_key: str) 
     out = tmp_path / "o.jsonl"
     cmd = [sys.executable, "-m", "kimi_recon.openrouter", *args_for(Path("-"), str(out), fake)]
     data = (json.dumps(user_prompt("x", "a")) + "\n").encode()
-    result = subprocess.run(cmd, env=env, input=data, capture_output=True, timeout=60)
+    result = subprocess.run(cmd, env=env, input=data, check=False, capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert [r["id"] for r in read_rows(out)] == ["a"]
 

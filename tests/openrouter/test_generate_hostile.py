@@ -132,9 +132,9 @@ def test_a_prompt_holding_the_key_in_json_escapes_is_refused_before_sending(fake
 def test_ids_that_spell_a_piece_of_the_key_are_not_written_even_when_no_text_field_holds_it(tmp_path: Path) -> None:
     """The last net: the decoded ids are searched too (they spell the prompt, which no row field carries)."""
     from kimi_recon.openrouter.generate import _Outcome, _row_for
+    from kimi_recon.openrouter.parse import turn_from_openrouter
     from kimi_recon.openrouter.prompts import Prompt
     from kimi_recon.openrouter.rows import Rebuilt
-    from kimi_recon.openrouter.parse import turn_from_openrouter
     from kimi_recon.tokenizer import load_tokenizer
 
     tok = load_tokenizer()
@@ -357,7 +357,7 @@ def test_max_cost_3_with_answers_of_1_dollar_sends_at_most_3_at_any_concurrency(
     fake.default_delay = 0.05
     for i in range(12):
         fake.script(f"p{i}", _priced("1"))
-    summary, rows = run(fake, tmp_path, [user_prompt(f"p{i}", f"id{i}") for i in range(12)], concurrency=4, max_cost=3.0)
+    summary, _ = run(fake, tmp_path, [user_prompt(f"p{i}", f"id{i}") for i in range(12)], concurrency=4, max_cost=3.0)
     assert len(fake.seen()) == 3 and summary.cost == 3.0
     assert summary.stopped is not None and "spend limit" in summary.stopped
     assert fake.max_in_flight <= 2  # a probe, then what the budget allows

@@ -20,7 +20,7 @@ IDS = [f"id{i}" for i in range(6)]
 
 
 def prompts_file(tmp_path: Path) -> Path:
-    return write_prompts(tmp_path / "prompts.jsonl", [user_prompt(t, i) for t, i in zip(TEXTS, IDS)])
+    return write_prompts(tmp_path / "prompts.jsonl", [user_prompt(t, i) for t, i in zip(TEXTS, IDS, strict=True)])
 
 
 def run(fake: FakeOpenRouter, tmp_path: Path, key: str, **changes: Any) -> tuple[RunSummary, list[dict[str, Any]]]:

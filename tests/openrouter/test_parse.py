@@ -7,12 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from extras import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from openrouter_wire import call, completion, error_chunk, sse, stream_chunks
 
-from extras import require
 from kimi_recon.errors import InvalidTurnError, KimiReconError
 from kimi_recon.openrouter import (
     InvalidResponseError,
@@ -25,7 +24,6 @@ from kimi_recon.openrouter import (
     turn_from_openrouter,
     turn_from_stream,
 )
-
 
 # -- non-streamed responses ---------------------------------------------------------------------------
 
@@ -224,7 +222,7 @@ def test_openai_sdk_chunks_assemble_like_dicts() -> None:
 def test_no_choices_is_an_error_naming_the_prompt() -> None:
     resp = completion({"content": "x"})
     resp["choices"] = []
-    with pytest.raises(InvalidResponseError, match="'p-7'.*no choices") as info:
+    with pytest.raises(InvalidResponseError, match=r"'p-7'.*no choices") as info:
         turn_from_openrouter(resp, sample="p-7")
     assert isinstance(info.value, InvalidTurnError) and isinstance(info.value, KimiReconError)
     assert info.value.sample == "p-7"
@@ -426,5 +424,5 @@ def test_sse_bytes_split_anywhere_give_the_same_turn(content: str, reasoning: st
     resp = completion({"content": content or "x", "reasoning": reasoning or None})
     body = eol.join(sse(stream_chunks(resp, pieces=3))).encode()
     points = sorted({c % (len(body) + 1) for c in cuts})
-    blocks = [body[a:b] for a, b in zip([0, *points], [*points, len(body)])]
+    blocks = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
     assert turn_from_stream(iter_sse_lines(blocks)) == turn_from_stream(stream_chunks(resp, pieces=3))

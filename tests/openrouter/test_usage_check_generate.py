@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_openrouter import Act, FakeOpenRouter, generate_config
 from hypothesis import given
 from hypothesis import strategies as st
-from fake_openrouter import Act, FakeOpenRouter, generate_config
 from openrouter_wire import completion, read_rows, write_prompts
 
 from kimi_recon.openrouter.generate import run_generate
@@ -91,7 +91,7 @@ def test_generate_rows_record_both_figures_and_flag_only_unexplained_differences
     rows = {r["id"]: r for r in read_rows(tmp_path / "out.jsonl")}
     assert summary.ok == len(prompts) and set(rows) == set(expected)
 
-    for pid, (golden, provider, (c_shift, r_shift, p_shift), flags) in expected.items():
+    for pid, (golden, _provider, (c_shift, r_shift, p_shift), flags) in expected.items():
         row = rows[pid]
         assert row["output_ids"] == golden["output_ids"], pid  # the rebuild itself is exact
         if prompt_from == "training_sample":
@@ -170,7 +170,7 @@ def test_cli_prints_the_usage_check_per_provider_unless_turned_off(fake: FakeOpe
     env |= {"OPENROUTER_API_KEY": api_key, "NO_PROXY": "127.0.0.1,localhost", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     cmd = [sys.executable, "-m", "kimi_recon.cli", "generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "o.jsonl"),
            "--base-url", fake.base_url, "--no-progress", *([flag] if flag else [])]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(cmd, env=env, check=False, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     (row,) = read_rows(tmp_path / "o.jsonl")
     if flag is None:
