@@ -53,6 +53,14 @@ def _records(n: int, length_class: str, profile: str) -> list[dict[str, Any]]:
     return records if profile == "kimi-k2.5" else [{**r, "profile": profile} for r in records]
 
 
+def _raw_encodes(enc: Any, texts: Sequence[str]) -> Callable[[], object]:
+    return lambda: [enc.encode(t, allowed_special="all") for t in texts]
+
+
+def _reconstructs(items: Sequence[Any], tok: KimiTokenizer, prof: Any) -> Callable[[], object]:
+    return lambda: [reconstruct_output_ids(item, tok, prof) for item in items]
+
+
 def per_turn(sizes: Mapping[str, int], rounds: int, seed: int) -> list[dict[str, Any]]:
     """One row per (profile, length class, shape): best CPU seconds of raw and of reconstruct, ratio, overhead."""
     rows = []
@@ -64,9 +72,9 @@ def per_turn(sizes: Mapping[str, int], rounds: int, seed: int) -> list[dict[str,
             turns = [as_turn(m) for m in msgs]
             texts = [render_turn_with_flags(t, prof).text for t in turns]
             funcs: dict[str, Callable[[], object]] = {
-                "raw": lambda: [enc.encode(t, allowed_special="all") for t in texts],
-                "dict": lambda: [reconstruct_output_ids(m, tok, prof) for m in msgs],
-                "parsed": lambda: [reconstruct_output_ids(t, tok, prof) for t in turns],
+                "raw": _raw_encodes(enc, texts),
+                "dict": _reconstructs(msgs, tok, prof),
+                "parsed": _reconstructs(turns, tok, prof),
             }
             best = {k: min(v) for k, v in best_of(funcs, rounds, seed, clock=time.process_time).items()}
             chars = sum(corpus.message_chars(m) for m in msgs) / n
@@ -107,7 +115,7 @@ def gil_share(records: Sequence[Mapping[str, Any]], tok: KimiTokenizer, profile:
             pass
 
     recorder = _Recorder(enc._core_bpe)
-    enc._core_bpe = recorder  # type: ignore[assignment]
+    enc._core_bpe = recorder
     try:
         run()
     finally:
@@ -125,6 +133,14 @@ def gil_share(records: Sequence[Mapping[str, Any]], tok: KimiTokenizer, profile:
     }
 
 
+def _records_run(records: Sequence[Mapping[str, Any]], **kw: Any) -> Callable[[], None]:
+    def go() -> None:
+        for _ in reconstruct_records(records, **kw):
+            pass
+
+    return go
+
+
 def many_turns(counts: Sequence[int], rounds: int, seed: int, workers: int = WORKERS) -> list[dict[str, Any]]:
     """One row per (profile, record count): wall seconds of raw encode, and of reconstruct_records one at a time,
     on ``workers`` threads and on ``workers`` processes, each as a ratio against the raw encode."""
@@ -139,19 +155,12 @@ def many_turns(counts: Sequence[int], rounds: int, seed: int, workers: int = WOR
             expected = [r.to_dict() for r in reconstruct_records(records)]
             threaded = [r.to_dict() for r in reconstruct_records(records, workers=workers)]
 
-            def run(**kw: Any) -> Callable[[], None]:
-                def go() -> None:
-                    for _ in reconstruct_records(records, **kw):
-                        pass
-
-                return go
-
             funcs: dict[str, Callable[[], object]] = {
-                "raw encode, 1 thread": lambda: [enc.encode(t, allowed_special="all") for t in texts],
-                "one at a time": run(),
-                f"{workers} threads": run(workers=workers),
+                "raw encode, 1 thread": _raw_encodes(enc, texts),
+                "one at a time": _records_run(records),
+                f"{workers} threads": _records_run(records, workers=workers),
+                f"{workers} processes": _records_run(records, workers=workers, executor="processes"),
             }
-            funcs[f"{workers} processes"] = run(workers=workers, executor="processes")
             best = {k: min(v) for k, v in best_of(funcs, rounds, seed).items()}
             raw = best["raw encode, 1 thread"]
             split = gil_share(records[: min(n, 2000)], tok, profile, rounds, seed)

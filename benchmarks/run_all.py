@@ -70,9 +70,8 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
 
 import tiktoken
 
-from benchmarks import baselines, compare_speed, corpus, scale
+from benchmarks import baselines, compare_speed, corpus, matrix, scale
 from benchmarks import k3 as k3_bench
-from benchmarks import matrix
 from benchmarks.timing import best_of
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids

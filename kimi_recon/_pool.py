@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from . import responses
 from ._arguments import int_argument
 from ._io import count_records
-from ._threads import chunked, threaded_results
 from ._records import (
     REFERENCE_KEYS,
     RESPONSE_KEYS,
@@ -32,6 +31,7 @@ from ._records import (
     record_error,
     record_id,
 )
+from ._threads import chunked, threaded_results
 from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, flags_to_json
 from .record_options import OPTION_KEYS

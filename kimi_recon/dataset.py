@@ -39,7 +39,6 @@ from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, Wor
 from ._pool import (
     Executor,
     RecordReconstruction,
-    choose_executor,
     _audit_chunk,
     _Job,
     _progress_bar,
@@ -48,6 +47,7 @@ from ._pool import (
     _stream,
     _tokenizer_source,
     _worker_count,
+    choose_executor,
 )
 from ._profile_check import suggested_profile
 from ._records import (
