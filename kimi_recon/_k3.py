@@ -198,10 +198,6 @@ def _add_call(
     segments += _CLOSE_CALL
 
 
-_TAG_MARKERS = frozenset({OPEN, CLOSE, SEP})
-_CLOSE_MARKERS = frozenset({CLOSE, SEP})
-
-
 def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
     """The segments of what the model wrote after the K3 generation prompt, and what was noticed.
 
@@ -210,7 +206,6 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
-    markers: frozenset[str] = frozenset()
     reasoning = turn.reasoning or ""
     writes_reasoning = thinking and bool(reasoning.strip())
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
@@ -225,16 +220,13 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
         _add_field(segments, reasoning, "reasoning", noted)
     if thinking and not in_reasoning:
         segments += _CLOSE_THINK_OPEN_RESPONSE
-        markers = _TAG_MARKERS
     if not in_reasoning and turn.content:
         _add_field(segments, turn.content, "content", noted)
     finished = not turn.truncated
     if finished or turn.tool_calls:
         segments += _CLOSE_RESPONSE
-        markers |= _CLOSE_MARKERS
     if turn.tool_calls:
         segments += _OPEN_TOOLS
-        markers = _TAG_MARKERS
         for i, call in enumerate(turn.tool_calls):
             where = f"tool_calls[{i}]"
             parsed = parse_arguments(call.arguments)
@@ -247,13 +239,12 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
         end = END_OF_MSG if stop == AFTER_TOOLS else stop
         segments += _CLOSE_MESSAGE
         segments.append(marker(end))
-        markers |= {end}
     if turn.truncated:
         where = "reasoning" if in_reasoning else "output"
         flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no closing tags rendered", "finish_reason"))
         if turn.tool_calls:
             flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: the calls are rendered whole and the tools block left open; where the cut fell is unknown", "tool_calls"))
-    return RenderedTurn(tuple(segments), tuple(flags + noted), markers)
+    return RenderedTurn(tuple(segments), tuple(flags + noted), fields_ordinary=True)
 
 
 #: Every named special-token text of K3 and K2.5 (K2.5's are reserved slots in K3, so users quote them).

@@ -145,7 +145,7 @@ def reconstruct_output_ids(
     (``metadata["server_token_ids"]``, then used as the ids), logprobs covering the whole output, or
     ``usage.completion_tokens`` (``usage``, else the response's) counted as the named server counts.
     """
-    from .servers import get_server, server_losses
+    from .servers import get_server, losses_of_shape, server_losses
 
     turn = as_turn(turn)
     model = turn.metadata.get("model")
@@ -174,7 +174,8 @@ def reconstruct_output_ids(
         code = FlagCode.LOGPROBS_USED if from_logprobs is not None else FlagCode.LOGPROBS_FALLBACK
         flags.append(Flag(code, why, "logprobs"))
     if not covered and srv.losses:
-        lost = server_losses(turn, prof, thinking, srv)
+        # (the turn, profile and server are checked above; a thinking flag that is not a bool gets its error there)
+        lost = losses_of_shape(turn, prof, thinking, srv) if thinking is True or thinking is False else server_losses(turn, prof, thinking, srv)
         if lost:
             ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
             flags.extend(kept)
