@@ -150,12 +150,12 @@ _CLOSE_JSON = tuple(close_tag("json"))
 _JSON_TYPE = {str: "string", dict: "object", list: "array", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-def _add_field(segments: list[Segment], piece: str, field: str, noted: list[Flag]) -> None:
+def _add_field(segments: list[Segment], piece: str, field: str, noted: list[Flag] | None) -> None:
     """Append a field's text (nothing for empty text: no boundary), and a flag to ``noted`` when it holds
-    special-token text."""
+    special-token text (no scan when ``noted`` is None: a prompt carries no flags)."""
     if piece:
         segments.append(Segment(piece, field))
-        if ("<" in piece or "[" in piece) and (found := _field_special_texts(piece)):
+        if noted is not None and ("<" in piece or "[" in piece) and (found := _field_special_texts(piece)):
             noted.append(_special_text_flag(found, field))
 
 
@@ -168,11 +168,25 @@ def _add_call(
     written: dict[str, str],
     noted: list[Flag],
 ) -> None:
+    """:func:`call_segments` of a turn's ``call``."""
+    call_segments(segments, call.name, index, where, parsed, written, noted)
+
+
+def call_segments(
+    segments: list[Segment],
+    name: object,
+    index: int,
+    where: str,
+    parsed: tuple[Mapping[str, Any] | None, str | None],
+    written: dict[str, str],
+    noted: list[Flag] | None,
+) -> None:
     """Append ``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts
     from 1; ``parsed`` is :func:`parse_arguments` of the call's arguments); fill ``written`` with each argument
-    value as written, and ``noted`` with the special-token text flags of its fields."""
+    value as written, and ``noted`` (when not None) with the special-token text flags of its fields. One
+    writer for the turn's calls and the prompt's earlier ones (``kimi_recon._k3_prompt``)."""
     segments += _OPEN_CALL_TOOL
-    _add_field(segments, escape_attr(call.name), f"{where}.function.name", noted)
+    _add_field(segments, escape_attr(name), f"{where}.function.name", noted)
     segments += _INDEX_ATTR
     segments.append(Segment(str(index)))
     segments += _QUOTE_SEP

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ._arguments import choice_argument, instance_argument
 from ._ids import check_ids
@@ -22,10 +22,9 @@ from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_segments, marker_ids, surrogate_flags
+from .servers import ServerProfile, get_server, losses_of_shape, server_losses
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
-
-if TYPE_CHECKING:
-    from .servers import ServerProfile
+from .usage_check import Convention, reported_counts
 
 SpecialTextMode = Literal["special", "ordinary"]
 #: How the ids were obtained (see :class:`Reconstruction`).
@@ -145,8 +144,6 @@ def reconstruct_output_ids(
     (``metadata["server_token_ids"]``, then used as the ids), logprobs covering the whole output, or
     ``usage.completion_tokens`` (``usage``, else the response's) counted as the named server counts.
     """
-    from .servers import get_server, losses_of_shape, server_losses
-
     turn = as_turn(turn)
     model = turn.metadata.get("model")
     prof = profile_or_model(profile, model)
@@ -217,8 +214,6 @@ def _weigh_with_usage(
     """The ids, text and loss flags after ``usage.completion_tokens`` is weighed, when the server's counting
     convention is pinned: a count that agrees rules out the losses that change it; one that fits only the
     turn without the ``</think>`` a K2.5 parser makes up decides that rendering (flag ``think_end_omitted``)."""
-    from .usage_check import Convention, reported_counts
-
     every = tuple(flag for _, flag in lost)
     if turn.truncated:
         return ids, text, every

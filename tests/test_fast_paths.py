@@ -127,3 +127,32 @@ def test_special_texts_are_not_built_by_rendering_and_equal_a_scan_when_read() -
 def test_a_set_where_rendered_turns_once_took_their_special_texts_is_refused() -> None:
     with pytest.raises(KimiReconError, match="fields_plain"):
         RenderedTurn((Segment("a", "content"),), (), frozenset({"<|im_end|>"}))  # type: ignore[arg-type]
+
+
+ARG_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | TEXT,
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(TEXT, inner, max_size=2),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["get", "a&b\"c", "<|sep|>"]), st.dictionaries(TEXT, ARG_VALUES, max_size=3) | TEXT | st.just("[1]"), st.integers(0, 4))
+def test_a_prompt_history_call_is_written_as_the_turn_writes_its_call(name: str, arguments: Any, j: int) -> None:
+    from kimi_recon import _k3, _k3_prompt
+    from kimi_recon.models import ToolCall
+
+    if isinstance(arguments, str) and _k3.arguments_problem(arguments) is not None:
+        return  # refused in a prompt (the official renderer refuses it), rendered as a block in a turn
+    turn_segments: list[Segment] = []
+    _k3._add_call(turn_segments, ToolCall(None, name, arguments), j + 1, "tool_calls[0]", _k3.parse_arguments(arguments), {}, [])
+    history = _k3_prompt._history_call({"function": {"name": name, "arguments": arguments}}, j, "tool_calls[0]")
+    assert history == turn_segments
+
+
+def test_a_prompt_call_argument_json_cannot_write_is_a_named_error() -> None:
+    from kimi_recon import _k3_prompt
+    from kimi_recon.errors import InvalidTurnError
+
+    with pytest.raises(InvalidTurnError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.arguments"):
+        _k3_prompt._history_call({"function": {"name": "f", "arguments": {"a": {1, 2}}}}, 0, "messages[1].tool_calls[0]")
