@@ -93,6 +93,11 @@ def encode_rendered(
     choice_argument(special_text, "special_text", ("special", "ordinary"))
     instance_argument(rendered, "rendered", RenderedTurn, "a RenderedTurn (see render_turn_with_flags)")
     instance_argument(tokenizer, "tokenizer", KimiTokenizer, "a KimiTokenizer (see load_tokenizer)")
+    return _encode_checked(rendered, tokenizer, special_text, prof)
+
+
+def _encode_checked(rendered: RenderedTurn, tokenizer: KimiTokenizer, special_text: SpecialTextMode, prof: ChatProfile) -> list[int]:
+    """:func:`encode_rendered` of arguments already checked."""
     if special_text == "special" or prof.fields_always_ordinary:
         return encode_segments(rendered.segments, tokenizer, prof, fields_plain=rendered.fields_plain, text=rendered.text)
     ids: list[int] = []
@@ -150,7 +155,8 @@ def reconstruct_output_ids(
     tok = tokenizer_for_profile(tokenizer, prof)
     srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
-    ids = encode_rendered(rendered, tok, special_text, prof)
+    choice_argument(special_text, "special_text", ("special", "ordinary"))
+    ids = _encode_checked(rendered, tok, special_text, prof)  # (the rendered turn, tokenizer and profile are checked above)
     flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
     mismatch = model_mismatch(prof, model)
     if mismatch is not None:
