@@ -6,12 +6,12 @@ Heavy modules are imported inside each command, so ``--help`` is fast (this docs
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._cli_common import sigterm_as_interrupt
 from ._io import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
 from ._terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
@@ -466,25 +466,6 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         register(sub)
     return parser
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C while a command runs, so temporary outputs are removed and old ones stay."""
-    import signal
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, stop)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _share(text: str) -> float:
