@@ -32,7 +32,7 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
-    specials: set[str] = set()  # every special-token-shaped text: the markers, then what the fields hold
+    shaped = False  # whether a field holds special-token-shaped text
     reasoning = turn.reasoning or ""
     renders_reasoning = thinking and prof.thinking_style != "none"
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
@@ -40,7 +40,7 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
     if prof.thinking_style == "model_opens":
         segments.append(_THINK_BEGIN)
     if renders_reasoning:
-        _add_field(segments, reasoning, "reasoning", specials, noted)
+        shaped = _add_field(segments, reasoning, "reasoning", noted)
     if (renders_reasoning or prof.thinking_style == "model_opens") and not in_reasoning:
         segments.append(_THINK_END)
     if reasoning and not renders_reasoning:
@@ -50,7 +50,7 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
         flags.append(Flag(FlagCode.REASONING_INCOMPLETE, "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
 
     if turn.content:
-        _add_field(segments, turn.content, "content", specials, noted)
+        shaped = _add_field(segments, turn.content, "content", noted) or shaped
     if turn.tool_calls:
         segments.append(_SECTION_BEGIN)
         for i, call in enumerate(turn.tool_calls):
@@ -77,9 +77,9 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
             if not call.arguments_are_json:
                 flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
             segments.append(_CALL_BEGIN)
-            _add_field(segments, call_id, f"{where}.id", specials, noted)
+            shaped = _add_field(segments, call_id, f"{where}.id", noted) or shaped
             segments.append(_ARGUMENT_BEGIN)
-            _add_field(segments, call.arguments_text, f"{where}.function.arguments", specials, noted)
+            shaped = _add_field(segments, call.arguments_text, f"{where}.function.arguments", noted) or shaped
             segments.append(_CALL_END)
         segments.append(_SECTION_END)
     if turn.truncated:
@@ -89,9 +89,7 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
             flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
     else:
         segments.append(marker(stop))
-    fields_plain = not specials  # nothing found in the fields so far
-    specials.update(seg.text for seg in segments if seg.special)
-    return RenderedTurn(tuple(segments), tuple(flags + noted), frozenset(specials), fields_plain)
+    return RenderedTurn(tuple(segments), tuple(flags + noted), fields_plain=not shaped)
 
 
 _THINK_BEGIN, _THINK_END = marker(THINK_BEGIN), marker(THINK_END)
@@ -99,15 +97,16 @@ _SECTION_BEGIN, _SECTION_END = marker(SECTION_BEGIN), marker(SECTION_END)
 _CALL_BEGIN, _ARGUMENT_BEGIN, _CALL_END = marker(CALL_BEGIN), marker(ARGUMENT_BEGIN), marker(CALL_END)
 
 
-def _add_field(segments: list[Segment], text: str, field: str, specials: set[str], noted: list[Flag]) -> None:
-    """Append a field's text (nothing for empty text); add the special-token-shaped texts it holds to
-    ``specials``, and a flag to ``noted`` when some are special tokens."""
+def _add_field(segments: list[Segment], text: str, field: str, noted: list[Flag]) -> bool:
+    """Append a field's text (nothing for empty text), and a flag to ``noted`` when it holds special-token
+    text; True when it holds special-token-shaped text (a known token or not)."""
     if not text:
-        return
+        return False
     segments.append(Segment(text, field))
     if "<" in text or "[" in text:
         shaped = special_texts_in(text)
-        specials.update(shaped)
         found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
         if found:
             noted.append(Flag(FlagCode.SPECIAL_TEXT_IN_FIELD, f"contains special-token text {found}; one encode makes it special ids", field))
+        return bool(shaped)
+    return False

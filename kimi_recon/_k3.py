@@ -150,12 +150,12 @@ _CLOSE_JSON = tuple(close_tag("json"))
 _JSON_TYPE = {str: "string", dict: "object", list: "array", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
-def _add_field(segments: list[Segment], piece: str, field: str, noted: list[Flag]) -> None:
+def _add_field(segments: list[Segment], piece: str, field: str, noted: list[Flag] | None) -> None:
     """Append a field's text (nothing for empty text: no boundary), and a flag to ``noted`` when it holds
-    special-token text."""
+    special-token text (no scan when ``noted`` is None: a prompt carries no flags)."""
     if piece:
         segments.append(Segment(piece, field))
-        if ("<" in piece or "[" in piece) and (found := _field_special_texts(piece)):
+        if noted is not None and ("<" in piece or "[" in piece) and (found := _field_special_texts(piece)):
             noted.append(_special_text_flag(found, field))
 
 
@@ -168,11 +168,25 @@ def _add_call(
     written: dict[str, str],
     noted: list[Flag],
 ) -> None:
+    """:func:`call_segments` of a turn's ``call``."""
+    call_segments(segments, call.name, index, where, parsed, written, noted)
+
+
+def call_segments(
+    segments: list[Segment],
+    name: object,
+    index: int,
+    where: str,
+    parsed: tuple[Mapping[str, Any] | None, str | None],
+    written: dict[str, str],
+    noted: list[Flag] | None,
+) -> None:
     """Append ``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts
     from 1; ``parsed`` is :func:`parse_arguments` of the call's arguments); fill ``written`` with each argument
-    value as written, and ``noted`` with the special-token text flags of its fields."""
+    value as written, and ``noted`` (when not None) with the special-token text flags of its fields. One
+    writer for the turn's calls and the prompt's earlier ones (``kimi_recon._k3_prompt``)."""
     segments += _OPEN_CALL_TOOL
-    _add_field(segments, escape_attr(call.name), f"{where}.function.name", noted)
+    _add_field(segments, escape_attr(name), f"{where}.function.name", noted)
     segments += _INDEX_ATTR
     segments.append(Segment(str(index)))
     segments += _QUOTE_SEP
@@ -198,10 +212,6 @@ def _add_call(
     segments += _CLOSE_CALL
 
 
-_TAG_MARKERS = frozenset({OPEN, CLOSE, SEP})
-_CLOSE_MARKERS = frozenset({CLOSE, SEP})
-
-
 def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
     """The segments of what the model wrote after the K3 generation prompt, and what was noticed.
 
@@ -210,7 +220,6 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
-    markers: frozenset[str] = frozenset()
     reasoning = turn.reasoning or ""
     writes_reasoning = thinking and bool(reasoning.strip())
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
@@ -225,16 +234,13 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
         _add_field(segments, reasoning, "reasoning", noted)
     if thinking and not in_reasoning:
         segments += _CLOSE_THINK_OPEN_RESPONSE
-        markers = _TAG_MARKERS
     if not in_reasoning and turn.content:
         _add_field(segments, turn.content, "content", noted)
     finished = not turn.truncated
     if finished or turn.tool_calls:
         segments += _CLOSE_RESPONSE
-        markers |= _CLOSE_MARKERS
     if turn.tool_calls:
         segments += _OPEN_TOOLS
-        markers = _TAG_MARKERS
         for i, call in enumerate(turn.tool_calls):
             where = f"tool_calls[{i}]"
             parsed = parse_arguments(call.arguments)
@@ -247,13 +253,12 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
         end = END_OF_MSG if stop == AFTER_TOOLS else stop
         segments += _CLOSE_MESSAGE
         segments.append(marker(end))
-        markers |= {end}
     if turn.truncated:
         where = "reasoning" if in_reasoning else "output"
         flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no closing tags rendered", "finish_reason"))
         if turn.tool_calls:
             flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: the calls are rendered whole and the tools block left open; where the cut fell is unknown", "tool_calls"))
-    return RenderedTurn(tuple(segments), tuple(flags + noted), markers)
+    return RenderedTurn(tuple(segments), tuple(flags + noted), fields_ordinary=True)
 
 
 #: Every named special-token text of K3 and K2.5 (K2.5's are reserved slots in K3, so users quote them).

@@ -18,12 +18,11 @@ from typing import Any
 from ._k3 import (
     END_OF_MSG,
     arguments_problem,
+    call_segments,
     close_tag,
     open_tag,
     parse_arguments,
     text,
-    xtml_type,
-    xtml_value,
 )
 from .errors import InvalidInputError, preview
 from .responses import content_text
@@ -139,15 +138,9 @@ def _history_call(call: Mapping[str, Any], j: int, where: str) -> list[Segment]:
     args, block = parse_arguments(arguments)
     if block is not None and arguments_problem(block) is not None:  # JSON, but not an object
         raise InvalidInputError("Kimi K3 tool call arguments must be a JSON object", field=field)
-    segments = open_tag("call", [("tool", fn["name"], f"{where}.function.name"), ("index", j + 1, None)])
-    if block is not None:
-        segments += open_tag("json", [("type", "object", None)]) + text(block, field) + close_tag("json")
-    else:
-        assert args is not None
-        for key, value in args.items():
-            segments += open_tag("argument", [("key", key, field), ("type", xtml_type(value), None)])
-            segments += text(xtml_value(value), field) + close_tag("argument")
-    return segments + close_tag("call")
+    segments: list[Segment] = []
+    call_segments(segments, fn["name"], j + 1, where, (args, block), {}, None)
+    return segments
 
 
 def _call_positions(calls: list[Mapping[str, Any]]) -> dict[str, tuple[int, Any]]:

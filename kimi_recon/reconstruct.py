@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ._arguments import choice_argument, instance_argument
 from ._ids import check_ids
@@ -22,10 +22,9 @@ from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_segments, marker_ids, surrogate_flags
+from .servers import ServerProfile, get_server, losses_of_shape, server_losses
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
-
-if TYPE_CHECKING:
-    from .servers import ServerProfile
+from .usage_check import Convention, reported_counts
 
 SpecialTextMode = Literal["special", "ordinary"]
 #: How the ids were obtained (see :class:`Reconstruction`).
@@ -94,6 +93,11 @@ def encode_rendered(
     choice_argument(special_text, "special_text", ("special", "ordinary"))
     instance_argument(rendered, "rendered", RenderedTurn, "a RenderedTurn (see render_turn_with_flags)")
     instance_argument(tokenizer, "tokenizer", KimiTokenizer, "a KimiTokenizer (see load_tokenizer)")
+    return _encode_checked(rendered, tokenizer, special_text, prof)
+
+
+def _encode_checked(rendered: RenderedTurn, tokenizer: KimiTokenizer, special_text: SpecialTextMode, prof: ChatProfile) -> list[int]:
+    """:func:`encode_rendered` of arguments already checked."""
     if special_text == "special" or prof.fields_always_ordinary:
         return encode_segments(rendered.segments, tokenizer, prof, fields_plain=rendered.fields_plain, text=rendered.text)
     ids: list[int] = []
@@ -145,15 +149,14 @@ def reconstruct_output_ids(
     (``metadata["server_token_ids"]``, then used as the ids), logprobs covering the whole output, or
     ``usage.completion_tokens`` (``usage``, else the response's) counted as the named server counts.
     """
-    from .servers import get_server, server_losses
-
     turn = as_turn(turn)
     model = turn.metadata.get("model")
     prof = profile_or_model(profile, model)
     tok = tokenizer_for_profile(tokenizer, prof)
     srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
-    ids = encode_rendered(rendered, tok, special_text, prof)
+    choice_argument(special_text, "special_text", ("special", "ordinary"))
+    ids = _encode_checked(rendered, tok, special_text, prof)  # (the rendered turn, tokenizer and profile are checked above)
     flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
     mismatch = model_mismatch(prof, model)
     if mismatch is not None:
@@ -174,7 +177,8 @@ def reconstruct_output_ids(
         code = FlagCode.LOGPROBS_USED if from_logprobs is not None else FlagCode.LOGPROBS_FALLBACK
         flags.append(Flag(code, why, "logprobs"))
     if not covered and srv.losses:
-        lost = server_losses(turn, prof, thinking, srv)
+        # (the turn, profile and server are checked above; a thinking flag that is not a bool gets its error there)
+        lost = losses_of_shape(turn, prof, thinking, srv) if thinking is True or thinking is False else server_losses(turn, prof, thinking, srv)
         if lost:
             ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
             flags.extend(kept)
@@ -216,8 +220,6 @@ def _weigh_with_usage(
     """The ids, text and loss flags after ``usage.completion_tokens`` is weighed, when the server's counting
     convention is pinned: a count that agrees rules out the losses that change it; one that fits only the
     turn without the ``</think>`` a K2.5 parser makes up decides that rendering (flag ``think_end_omitted``)."""
-    from .usage_check import Convention, reported_counts
-
     every = tuple(flag for _, flag in lost)
     if turn.truncated:
         return ids, text, every

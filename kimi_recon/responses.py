@@ -24,7 +24,7 @@ from typing import Any, TypeGuard
 
 from ._arguments import instance_argument, int_argument
 from ._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
-from .errors import GenerationFailedError, InvalidResponseError, ServerReportedError, as_text, preview
+from .errors import GenerationFailedError, InvalidResponseError, KimiReconError, ServerReportedError, as_text, preview
 from .models import FINISH_REASONS, AssistantTurn, ToolCall
 
 __all__ = [
@@ -273,6 +273,10 @@ def turn_from_response(
         raise _fail(f"must be a non-negative integer, got {preview(choice)}", "choice", sample)
     if finish_reason is not None and not isinstance(finish_reason, str):
         raise _fail(f"must be a string or None, got {type(finish_reason).__name__}", "finish_reason", sample)
+    if lenient and logprobs is None and type(response) is dict:
+        fast = _plain_message_turn(response, call_index_offset, finish_reason)
+        if fast is not None:
+            return fast
     resp = to_plain(response)
     if isinstance(resp, (str, bytes)):
         try:
@@ -314,6 +318,73 @@ def turn_from_response(
         raise _fail(f"must be a message object, got {type(message).__name__}", _at(where, "message"), sample)
     mwhere = _at(where, "message")
     return _turn_from_parts(resp, ch, message, where, mwhere, call_index_offset, sample, finish_reason, logprobs, lenient)
+
+
+#: The keys of the stored message the fast reading takes (what datasets hold); any other key, which the general
+#: reading may turn into metadata or an error, sends the message there.
+_PLAIN_MESSAGE_KEYS = frozenset({"role", "content", "reasoning", "reasoning_content", "tool_calls"})
+_ROLE_ONLY = frozenset({"role"})
+_PLAIN_ARGUMENTS = frozenset({str, dict})
+
+
+def _plain_message_turn(message: dict[str, Any], call_index_offset: int, finish_reason: str | None) -> AssistantTurn | None:
+    """The turn :func:`turn_from_response` reads (``lenient=True``, no record-level logprobs) from a bare
+    assistant message of the common shape, or None when ``message`` is anything else.
+
+    The common shape: only :data:`_PLAIN_MESSAGE_KEYS`; the role "assistant" or absent; content, reasoning and
+    reasoning_content strings or None, the two reasoning names not two different non-empty texts; tool calls
+    None, empty or a list of dicts whose function is a dict with a non-empty string name and string or null
+    arguments, or an object JSON can write, and a string or null id; a record-level finish reason that is None or a known one other than
+    "error". On it every check of the general reading passes and it reads no other key, so the turn is the
+    same (``tests/test_hot_path_shortcuts.py`` compares the two on generated messages). Everything else
+    (which may raise, or carry metadata) is left to the general reading: this one never raises."""
+    keys = message.keys()
+    if not keys <= _PLAIN_MESSAGE_KEYS or keys <= _ROLE_ONLY:
+        return None  # (a message with no generated field is refused by the general reading)
+    if message.get("role", "assistant") != "assistant" or (finish_reason is not None and (finish_reason == "error" or finish_reason not in FINISH_REASONS)):
+        return None
+    content = message.get("content")
+    reasoning = message.get("reasoning")
+    other = message.get("reasoning_content")
+    if (content is not None and type(content) is not str) or (reasoning is not None and type(reasoning) is not str) or (other is not None and type(other) is not str):
+        return None
+    metadata: dict[str, Any] = {"call_index_offset": call_index_offset}
+    # _reasoning: the first name that is not None, unless it is empty and the other has text
+    if reasoning is None or (not reasoning and other):
+        reasoning, source = other, "reasoning_content"
+    elif other and other != reasoning:
+        return None  # two different texts: the general reading refuses them
+    else:
+        source = "reasoning"
+    if reasoning is not None:
+        metadata["reasoning_source"] = source
+    raw_calls = message.get("tool_calls")
+    calls: tuple[ToolCall, ...] = ()
+    if raw_calls:
+        if type(raw_calls) is not list:
+            return None
+        built = []
+        for raw in raw_calls:
+            function = raw.get("function") if type(raw) is dict else None
+            if type(function) is not dict:
+                return None
+            name, arguments, call_id = function.get("name"), function.get("arguments"), raw.get("id")
+            if type(name) is not str or not name or (arguments is not None and type(arguments) not in _PLAIN_ARGUMENTS) or (call_id is not None and type(call_id) is not str):
+                return None
+            try:
+                built.append(ToolCall(id=call_id or None, name=name, arguments="" if arguments is None else arguments))
+            except KimiReconError:  # arguments JSON cannot write: the general reading raises it, naming the call
+                return None
+        calls = tuple(built)
+    normalised = _finish_reason(finish_reason, None)
+    if normalised != finish_reason:
+        metadata["finish_reason_raw"] = finish_reason
+    if normalised == "length":
+        metadata["truncated_in"] = "tool_calls" if calls else "content" if content else "reasoning"
+    foreign = _foreign_calls(calls, call_index_offset)
+    if foreign:
+        metadata["foreign_tool_call_ids"] = foreign
+    return AssistantTurn(reasoning=reasoning, content=content, tool_calls=calls, finish_reason=normalised, metadata=metadata)
 
 
 def _pick_choice(

@@ -55,22 +55,38 @@ def marker(text: str) -> Segment:
 class RenderedTurn:
     """The rendered text, the pieces it was built from, and what rendering noticed.
 
-    ``special_texts`` holds the special-token texts an encode of the turn may meet as special tokens: the
-    markers rendering wrote, and (``one_encode`` formats) every special-token-shaped text the fields
-    contain, so a one-encode can allow exactly those. A ``per_segment`` turn (K3) holds only its markers:
-    there field text is always ordinary text.
+    ``fields_plain``: the renderer checked that no field holds special-token-shaped text (so a one-encode
+    need not scan the text between markers for it). ``fields_ordinary``: the format encodes field text as
+    ordinary text whatever it holds (``per_segment``, K3).
     """
 
     segments: tuple[Segment, ...]
     flags: tuple[Flag, ...]
-    special_texts: frozenset[str] = frozenset()
-    #: True when the renderer checked that no field holds special-token-shaped text (so a one-encode
-    #: need not scan the text between markers for it)
     fields_plain: bool = False
+    fields_ordinary: bool = False
+
+    def __post_init__(self) -> None:
+        # (the third field was the special texts before they were computed on demand: a set passed there is loud)
+        if self.fields_plain is not True and self.fields_plain is not False:
+            raise InvalidInputTypeError(f"must be True or False, got {type(self.fields_plain).__name__}", field="fields_plain")
+        if self.fields_ordinary is not True and self.fields_ordinary is not False:
+            raise InvalidInputTypeError(f"must be True or False, got {type(self.fields_ordinary).__name__}", field="fields_ordinary")
 
     @functools.cached_property
     def text(self) -> str:
         return "".join([piece for piece, _field, _special in self.segments])  # a list joins faster than a generator
+
+    @functools.cached_property
+    def special_texts(self) -> frozenset[str]:
+        """The special-token texts an encode of the turn may meet as special tokens: the markers, and (unless
+        ``fields_ordinary``) every special-token-shaped text a field holds, so a one-encode can allow exactly
+        those. Computed when read: no encoder of the package needs it."""
+        found = {piece for piece, _field, special in self.segments if special}
+        if not self.fields_ordinary:
+            for piece, field, special in self.segments:
+                if field is not None and not special:
+                    found.update(special_texts_in(piece))
+        return frozenset(found)
 
     def has_flag(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)

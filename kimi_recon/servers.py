@@ -16,6 +16,7 @@ server (fields only one server writes; vLLM 0.15.1's ``chatcmpl-tool-…`` call 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -87,9 +88,12 @@ def _empty_object_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bo
     )
 
 
+_DIGIT = re.compile(r"\d")
+
+
 def _number_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
     return tuple(
-        f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if re.search(r"\d", call.arguments_text)
+        f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if _DIGIT.search(call.arguments_text)
     )
 
 
@@ -312,28 +316,34 @@ def server_losses(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server
     bool_argument(thinking, "thinking")
     if not isinstance(getattr(prof, "format", None), str):  # no import of profiles: it sits above this module
         raise InvalidInputTypeError(f"must be a ChatProfile (see get_profile), got {type(prof).__name__}", field="profile")
-    if not server.losses:
-        return ()
+    return losses_of_shape(turn, prof, thinking, server)
+
+
+def losses_of_shape(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[tuple[str, Flag], ...]:
+    """:func:`server_losses` of arguments already checked (the rebuild's hot path: its own options were)."""
     flags: list[tuple[str, Flag]] = []
-    for name in sorted(server.losses):
-        loss = LOSSES[name]
-        if loss.format != prof.format or (name == "ids_rebuilt"):
-            continue
+    for name, loss in _losses_of_format(server.losses, prof.format):
         fields = loss.applies(turn, prof, thinking)
         if fields:
-            where = ", ".join(fields)
-            flags.append(
-                (
-                    name,
-                    Flag(
-                        FlagCode.SERVER_MAY_HAVE_LOST,
-                        f"server {server.name}: {loss.what} ({name}); the {where} may miss what the model wrote. "
-                        "Ask the server for the token ids (return_token_ids) or logprobs to rebuild exactly",
-                        fields[0],
-                    ),
-                )
-            )
+            flags.append((name, _loss_flag(server.name, name, tuple(fields))))
     return tuple(flags)
+
+
+@functools.lru_cache(maxsize=64)
+def _losses_of_format(losses: frozenset[str], chat_format: str) -> tuple[tuple[str, ParserLoss], ...]:
+    """The losses of a server that a turn of ``chat_format`` can show, in name order."""
+    return tuple((name, LOSSES[name]) for name in sorted(losses) if LOSSES[name].format == chat_format and name != "ids_rebuilt")
+
+
+@functools.lru_cache(maxsize=4096)
+def _loss_flag(server: str, name: str, fields: tuple[str, ...]) -> Flag:
+    """The flag of loss ``name`` on ``fields`` (a Flag is frozen, so turns of one shape share it)."""
+    return Flag(
+        FlagCode.SERVER_MAY_HAVE_LOST,
+        f"server {server}: {LOSSES[name].what} ({name}); the {', '.join(fields)} may miss what the model wrote. "
+        "Ask the server for the token ids (return_token_ids) or logprobs to rebuild exactly",
+        fields[0],
+    )
 
 
 def server_of(record: Mapping[str, Any] | None, response: object, server: str | ServerProfile | None) -> ServerProfile:

@@ -1,0 +1,158 @@
+"""Every fast path of one turn's rebuild gives what the general path gives (issue 23 item 4).
+
+The fast reading of a stored message (``responses._plain_message_turn``) is compared with the general reading
+of the same message (a non-dict mapping takes the general path: same fields, same checks) on generated messages
+of every shape, edge shapes included; the rebuilt ids and flags of the official golden turns are compared
+through both readings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kimi_recon import responses
+from kimi_recon.errors import KimiReconError
+from kimi_recon.models import AssistantTurn
+from kimi_recon.reconstruct import reconstruct_output_ids
+from kimi_recon.render import render_turn_with_flags
+from kimi_recon.responses import turn_from_response
+from kimi_recon.segments import RenderedTurn, Segment
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+SPECIAL = st.sampled_from(["<|im_end|>", "</think>", "<think>", "<|open|>", "<|sep|>", "[EOS]", "<|tool_call_begin|>", "[BOS]"])
+TEXT = st.one_of(st.text(max_size=12), SPECIAL, st.lists(st.text(max_size=4) | SPECIAL, max_size=4).map("".join))
+ODD = st.one_of(st.none(), st.integers(), st.booleans(), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+MAYBE_TEXT = st.one_of(st.none(), st.just(""), TEXT, ODD)
+ARGUMENTS = st.one_of(
+    st.none(), st.just(""), TEXT, st.just("{}"), st.just('{"a": 1.50, "b": [1, 2]}'), st.just("[1]"), st.just("{not json"),
+    st.dictionaries(st.text(max_size=3), st.integers() | st.text(max_size=3), max_size=2), st.integers(),
+)
+CALL_ID = st.one_of(st.none(), st.just(""), st.just("functions.get:0"), st.just("call_abc"), TEXT, st.integers())
+
+
+@st.composite
+def tool_call(draw: st.DrawFn) -> Any:
+    function: dict[str, Any] = {}
+    if draw(st.booleans()):
+        function["name"] = draw(st.one_of(st.sampled_from(["get", "search_web", "名前"]), st.just(""), st.none(), TEXT, st.integers()))
+    if draw(st.booleans()):
+        function["arguments"] = draw(ARGUMENTS)
+    call: dict[str, Any] = {"function": draw(st.just(function) | st.just(function) | ODD)}
+    for key, value in (("id", CALL_ID), ("type", st.sampled_from(["function", "custom", None])), ("index", st.integers(0, 3))):
+        if draw(st.booleans()):
+            call[key] = draw(value)
+    return draw(st.just(call) | st.just(call) | st.just(call) | ODD)
+
+
+@st.composite
+def message(draw: st.DrawFn) -> dict[str, Any]:
+    msg: dict[str, Any] = {}
+    for key, value in (
+        ("role", st.sampled_from(["assistant", "assistant", "user", None, 1])),
+        ("content", MAYBE_TEXT | st.just([{"type": "text", "text": "a"}])),
+        ("reasoning", MAYBE_TEXT),
+        ("reasoning_content", MAYBE_TEXT),
+        ("tool_calls", st.one_of(st.none(), st.just([]), st.lists(tool_call(), max_size=3), ODD)),
+    ):
+        if draw(st.booleans()):
+            msg[key] = draw(value)
+    if draw(st.integers(0, 5)) == 0:  # a key the fast reading does not take: the general reading decides
+        extra = draw(st.sampled_from(["finish_reason", "model", "reasoning_details", "logprobs", "id", "usage", "error", "message", "choices", "x"]))
+        msg[extra] = draw(st.one_of(st.none(), TEXT, st.just([]), st.just({"type": "reasoning.summary"})))
+    if draw(st.booleans()) and msg.get("reasoning") and draw(st.booleans()):
+        msg["reasoning_content"] = msg["reasoning"]  # both names, one text
+    return msg
+
+
+def outcome(read: Any) -> tuple[Any, ...]:
+    """What a reading gives: the turn with its metadata (compare=False on the dataclass), or the error."""
+    try:
+        turn = read()
+    except KimiReconError as err:
+        return ("error", type(err), str(err))
+    assert isinstance(turn, AssistantTurn)
+    return ("turn", turn, dict(turn.metadata), type(turn.content), type(turn.reasoning))
+
+
+FINISH = st.sampled_from([None, "stop", "length", "tool_calls", "error", "content_filter", "weird"])
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(message(), FINISH, st.integers(0, 3))
+def test_fast_reading_of_a_stored_message_is_the_general_reading(msg: dict[str, Any], finish: str | None, offset: int) -> None:
+    fast = outcome(lambda: turn_from_response(msg, lenient=True, finish_reason=finish, call_index_offset=offset))
+    general = outcome(lambda: turn_from_response(MappingProxyType(msg), lenient=True, finish_reason=finish, call_index_offset=offset))
+    assert fast == general
+
+
+@settings(max_examples=300, deadline=None)
+@given(message(), FINISH, st.integers(0, 3))
+def test_fast_reading_never_raises_and_only_takes_what_the_general_reading_accepts(msg: dict[str, Any], finish: str | None, offset: int) -> None:
+    fast = responses._plain_message_turn(msg, offset, finish)  # never raises: anything unusual is None
+    if fast is not None:
+        general = turn_from_response(MappingProxyType(msg), lenient=True, finish_reason=finish, call_index_offset=offset)
+        assert outcome(lambda: fast) == outcome(lambda: general)
+
+
+def _golden(folder: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for name in ("turns.jsonl", "turns_adversarial.jsonl") for line in (GOLDEN / folder / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize(("profile", "folder"), [("kimi-k2.5", "official-k2.5-dev"), ("kimi-k3", "official-k3-dev")])
+def test_golden_turns_take_the_fast_reading_and_rebuild_the_official_ids_and_the_general_flags(profile: str, folder: str) -> None:
+    rows = _golden(folder)
+    assert all(responses._plain_message_turn(r["turn"], 0, "stop") is not None for r in rows)  # the fast path is what is tested
+    for r in rows:
+        fast = reconstruct_output_ids(r["turn"], None, profile, r["thinking"])
+        general = reconstruct_output_ids(MappingProxyType(r["turn"]), None, profile, r["thinking"])
+        assert fast.ids == r["output_ids"] == general.ids
+        assert fast.flags == general.flags and fast.text == general.text == r["output"]
+
+
+def test_special_texts_are_not_built_by_rendering_and_equal_a_scan_when_read() -> None:
+    turn = AssistantTurn(reasoning="a <|im_end|> [EOS]", content="b")
+    rendered = render_turn_with_flags(turn, "kimi-k2.5")
+    assert "special_texts" not in rendered.__dict__  # nothing built per turn that no caller reads
+    assert rendered.special_texts == {"<|im_end|>", "[EOS]", "</think>"}
+    k3 = render_turn_with_flags(turn, "kimi-k3")
+    assert k3.special_texts == {s.text for s in k3.segments if s.special}
+
+
+def test_a_set_where_rendered_turns_once_took_their_special_texts_is_refused() -> None:
+    with pytest.raises(KimiReconError, match="fields_plain"):
+        RenderedTurn((Segment("a", "content"),), (), frozenset({"<|im_end|>"}))  # type: ignore[arg-type]
+
+
+ARG_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | TEXT,
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(TEXT, inner, max_size=2),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["get", "a&b\"c", "<|sep|>"]), st.dictionaries(TEXT, ARG_VALUES, max_size=3) | TEXT | st.just("[1]"), st.integers(0, 4))
+def test_a_prompt_history_call_is_written_as_the_turn_writes_its_call(name: str, arguments: Any, j: int) -> None:
+    from kimi_recon import _k3, _k3_prompt
+    from kimi_recon.models import ToolCall
+
+    if isinstance(arguments, str) and _k3.arguments_problem(arguments) is not None:
+        return  # refused in a prompt (the official renderer refuses it), rendered as a block in a turn
+    turn_segments: list[Segment] = []
+    _k3._add_call(turn_segments, ToolCall(None, name, arguments), j + 1, "tool_calls[0]", _k3.parse_arguments(arguments), {}, [])
+    history = _k3_prompt._history_call({"function": {"name": name, "arguments": arguments}}, j, "tool_calls[0]")
+    assert history == turn_segments
+
+
+def test_a_prompt_call_argument_json_cannot_write_is_a_named_error() -> None:
+    from kimi_recon import _k3_prompt
+    from kimi_recon.errors import InvalidTurnError
+
+    with pytest.raises(InvalidTurnError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.arguments"):
+        _k3_prompt._history_call({"function": {"name": "f", "arguments": {"a": {1, 2}}}}, 0, "messages[1].tool_calls[0]")
