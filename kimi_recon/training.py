@@ -137,21 +137,20 @@ def render_prompt(
         profile=profile,
         thinking=thinking,
         tools=tools,
+        template=template,
         template_kwargs=template_kwargs,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _render_prompt(messages, options, tokenizer, template)
+    return _render_prompt(messages, options, tokenizer)
 
 
-def _render_prompt(
-    messages: Sequence[Mapping[str, Any]], options: RecordOptions, tokenizer: KimiTokenizer | None, template: str | None
-) -> str:
+def _render_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tokenizer: KimiTokenizer | None) -> str:
     prof, thinking = options.profile, options.thinking
     segments = _prompt_segments(messages, options)
     if segments is not None:
         return "".join(s.text for s in segments)
-    source = template if template is not None else prof.template_source()
+    source = options.template if options.template is not None else prof.template_source()
     if source is None:
         tok = checked_tokenizer(tokenizer) or load_tokenizer()
         source = tok.chat_template
@@ -178,9 +177,7 @@ def _render_prompt(
 
 def _prompt_segments(messages: Sequence[Mapping[str, Any]], options: RecordOptions) -> list[Segment] | None:
     tools = list(options.tools) if options.tools else None
-    return options.profile.prompt_segments(
-        messages, tools, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice
-    )
+    return prompt_segments(messages, tools, options.profile, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice)
 
 
 def prompt_segments(
@@ -192,7 +189,10 @@ def prompt_segments(
     thinking_effort: str | None = None,
     tool_choice: Any = None,
 ) -> list[Segment] | None:
-    """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile."""
+    """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile.
+
+    Options as given, unchecked (callers since the K3 profile use it so); this module's own callers pass
+    checked :class:`~kimi_recon.record_options.RecordOptions` through :func:`_prompt_segments`."""
     return profile.prompt_segments(messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
@@ -214,36 +214,35 @@ def encode_prompt(
         profile=profile,
         thinking=thinking,
         tools=tools,
+        template=template,
         template_kwargs=template_kwargs,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile), template)[0]
+    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile))[0]
 
 
-def _encode_prompt(
-    messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None
-) -> tuple[list[int], str]:
+def _encode_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer) -> tuple[list[int], str]:
     """The prompt's ids and its text."""
     if isinstance(messages, ArrowMessages):
-        return _encode_arrow_prompt(messages, options, tok, template)
+        return _encode_arrow_prompt(messages, options, tok)
     segments = _prompt_segments(messages, options)
     if segments is not None:
         return encode_segments(segments, tok, options.profile), "".join(s.text for s in segments)
-    text = _render_prompt(messages, options, tok, template)
+    text = _render_prompt(messages, options, tok)
     # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
     return tok.encode_with_specials(text, frozenset(special_texts_in(text))), text
 
 
-def _encode_arrow_prompt(messages: ArrowMessages, options: RecordOptions, tok: KimiTokenizer, template: str | None) -> tuple[list[int], str]:
+def _encode_arrow_prompt(messages: ArrowMessages, options: RecordOptions, tok: KimiTokenizer) -> tuple[list[int], str]:
     """The prompt of messages read from Arrow: without Arrow's nulls, refused when the nulls change its text
     (a null the renderer refuses cannot be the original's: that form is not compared)."""
     if messages.refusal is not None:
         raise messages.refusal
-    ids, text = _encode_prompt(list(messages), options, tok, template)
+    ids, text = _encode_prompt(list(messages), options, tok)
     if messages.nulls:
         try:
-            with_nulls = _render_prompt(messages.with_nulls, options, tok, template)
+            with_nulls = _render_prompt(messages.with_nulls, options, tok)
         except InvalidInputError:
             return ids, text
         if with_nulls != text:
@@ -293,12 +292,13 @@ def build_training_sample(
         profile=profile,
         thinking=thinking,
         tools=tools,
+        template=template,
         template_kwargs=template_kwargs,
         call_index_offset=call_index_offset,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), template, stop, server)
+    return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), stop, server)
 
 
 def _build(
@@ -306,16 +306,16 @@ def _build(
     turn: AssistantTurn,
     options: RecordOptions,
     tok: KimiTokenizer,
-    template: str | None,
     stop: str | None = None,
     server: str | ServerProfile | None = None,
     usage: Mapping[str, Any] | None = None,
 ) -> TrainingSample:
     prof = options.profile
     messages = _without_the_turn(messages, turn)
-    prompt_ids, prompt_text = _encode_prompt(messages, options, tok, template)
+    prompt_ids, prompt_text = _encode_prompt(messages, options, tok)
     prompt_flag = surrogate_flag(prompt_text, "messages")
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
+    # (the public door checks profile/thinking/offset again, through turn_options: cheap, and stop/server are its own)
     output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop, server=server, usage=usage)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
@@ -386,11 +386,11 @@ def sample_from_record(
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
         turn = turn_of_record(record)
-        options = parse_options(record, profile=profile, thinking=thinking, model=turn.metadata.get("model"))
+        options = parse_options(record, profile=profile, thinking=thinking, template=template, model=turn.metadata.get("model"))
         tok = tokenizer_for_profile(tokenizer, options.profile)
         srv = record_server(record, server)
         usage = record.get("usage")
-        sample = _build(messages, turn, options, tok, template, server=srv, usage=usage if isinstance(usage, Mapping) else None)
+        sample = _build(messages, turn, options, tok, server=srv, usage=usage if isinstance(usage, Mapping) else None)
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
     counts, _ = record_token_counts(
