@@ -89,17 +89,13 @@ class GenerateConfig:
             bool_argument(getattr(self, flag), flag)
         for text in ("profile", "tokenizer", "server"):
             instance_argument(getattr(self, text), text, str, "a str", none=text != "profile")
-        _require(_is_int(self.concurrency) and self.concurrency >= 1, "concurrency", "an integer of at least 1", self.concurrency)
-        _require(_is_int(self.max_retries) and self.max_retries >= 0, "max_retries", "an integer of 0 or more", self.max_retries)
-        _require(_is_number(self.timeout) and self.timeout > 0, "timeout", "a number of seconds above 0", self.timeout)
-        _require(_is_number(self.retry_base_delay) and self.retry_base_delay >= 0, "retry_base_delay", "a number of 0 or more", self.retry_base_delay)
-        _require(self.limit is None or (_is_int(self.limit) and self.limit >= 0), "limit", "an integer of 0 or more", self.limit)
-        _require(_is_number(self.grace_period) and self.grace_period >= 0, "grace_period", "a number of seconds of 0 or more", self.grace_period)
+        for name in ("concurrency", "max_retries", "timeout", "retry_base_delay", "limit", "grace_period"):
+            _check_setting(name, getattr(self, name))
         if self.server is not None:
             from ..servers import get_server
 
             get_server(self.server)  # a typo fails before anything is sent
-        _require(self.max_cost is None or (_is_number(self.max_cost) and self.max_cost >= 0), "max_cost", "a number of 0 or more", self.max_cost)
+        _check_setting("max_cost", self.max_cost)
         _require(
             isinstance(self.base_url, str) and self.base_url.startswith(("http://", "https://")),
             "base_url", "an http:// or https:// URL", self.base_url,
@@ -108,6 +104,47 @@ class GenerateConfig:
             value = getattr(self, name)
             _require(value is None or _is_header_text(value), name, "printable ASCII text (it is sent as an HTTP header)", value)
         get_profile(self.profile)
+
+
+@dataclass(frozen=True)
+class _SettingRange:
+    """The values a numeric setting of :class:`GenerateConfig` may take: its one check, which the ``generate``
+    command runs on its flags too (:mod:`kimi_recon.openrouter.cli`, which says it in a flag's words)."""
+
+    integer: bool
+    low: float
+    #: the config's words for the range: "must be {what}, got …"
+    what: str
+    #: ``low`` itself is out of range
+    above: bool = False
+    #: None (no limit) is allowed
+    none: bool = False
+
+    def holds(self, value: object) -> bool:
+        if value is None:
+            return self.none
+        if not (_is_int(value) if self.integer else _is_number(value)):
+            return False
+        return value > self.low if self.above else value >= self.low  # type: ignore[operator]  # a number, checked above
+
+
+#: The numeric settings of :class:`GenerateConfig` that have a range.
+_SETTING_RANGES: dict[str, _SettingRange] = {
+    "concurrency": _SettingRange(True, 1, "an integer of at least 1"),
+    "max_retries": _SettingRange(True, 0, "an integer of 0 or more"),
+    "timeout": _SettingRange(False, 0, "a number of seconds above 0", above=True),
+    "retry_base_delay": _SettingRange(False, 0, "a number of 0 or more"),
+    "limit": _SettingRange(True, 0, "an integer of 0 or more", none=True),
+    "grace_period": _SettingRange(False, 0, "a number of seconds of 0 or more"),
+    "max_cost": _SettingRange(False, 0, "a number of 0 or more", none=True),
+}
+
+
+def _check_setting(name: str, value: object) -> None:
+    """Raise :class:`~kimi_recon.errors.InvalidInputError` naming ``name`` when ``value`` is out of its
+    :data:`_SETTING_RANGES` range."""
+    setting = _SETTING_RANGES[name]
+    _require(setting.holds(value), name, setting.what, value)
 
 
 def _is_int(value: object) -> bool:
