@@ -327,12 +327,13 @@ def _row_for(
     rebuild: Reconstructor | None,
     secret: str,
     decode: Decoder | None = None,
-) -> dict[str, Any]:
-    """The output row of one outcome; reconstruction failures keep the response (it was paid for)."""
+) -> tuple[dict[str, Any], TokenCounts | None]:
+    """The output row of one outcome, and the usage check it carries (for the run's tally, so the writer does
+    not read it back from the row); reconstruction failures keep the response (it was paid for)."""
     prompt = outcome.prompt
     if outcome.error is not None or outcome.turn is None or outcome.response is None:
         error = outcome.error or {"type": "internal", "code": None, "message": "no turn and no error"}
-        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
+        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call), None
     # A server-issued id is only worth replacing where the model writes one (not in K3).
     fix_ids = config.fix_tool_call_ids and get_profile(config.profile).writes_tool_call_ids
     turn = replace_foreign_call_ids(outcome.turn) if fix_ids else _keeping_server_ids(outcome.turn)
@@ -342,13 +343,13 @@ def _row_for(
         field_name = getattr(err, "field", None)
         message = redact_text(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
         error = {"type": "reconstruction", "code": None, "message": message, "field": field_name}
-        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
+        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call), None
     if rebuilt is not None and config.check_usage:
         rebuilt = _with_usage_check(rebuilt, outcome, turn, config.profile, config.server)
     row = ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
     if decode is not None and _ids_hold_secret(row, decode, secret):
-        return without_secret(row)
-    return row
+        return without_secret(row), None
+    return row, rebuilt.token_counts if rebuilt is not None else None
 
 
 def _keeping_server_ids(turn: AssistantTurn) -> AssistantTurn:
@@ -518,13 +519,14 @@ def run_generate(
         started = time.monotonic()
         bar = tqdm(total=len(todo), unit="prompt", file=err_stream, disable=not (config.progress and todo), dynamic_ncols=True)
 
-        def write(row: dict[str, Any]) -> None:
+        def write(row: dict[str, Any], token_counts: TokenCounts | None = None) -> None:
+            """Append ``row``; ``token_counts`` is the usage check it carries (:func:`_row_for`)."""
             nonlocal tokens
             status = out.append(row)  # may differ from the row's: e.g. a response that echoed the key
             counts["written"] += 1
             counts["ok" if status == "ok" else "errors"] += 1
             if status == "ok":
-                tally.add(row.get("provider"), TokenCounts.from_dict(row.get("token_counts")))
+                tally.add(row.get("provider"), token_counts)
             budget.add(row)
             usage = row.get("usage")
             if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
@@ -608,7 +610,7 @@ class _Signals:
 def _dispatch(
     prompts: list[Prompt],
     run: _Run,
-    write: Callable[[dict[str, Any]], None],
+    write: Callable[[dict[str, Any], TokenCounts | None], None],
     budget: _Spend,
 ) -> tuple[str | None, bool]:
     """Feed ``prompts`` to worker threads, ``concurrency`` at a time, writing each row as it completes;
@@ -673,12 +675,13 @@ def _dispatch(
                         refused, stopped = True, _refused_reason(outcome)
                     continue
                 try:
-                    row = _row_for(outcome, run.options, config, run.rebuild, run.secret, run.decode)
+                    row, token_counts = _row_for(outcome, run.options, config, run.rebuild, run.secret, run.decode)
                 except Exception as err:  # never lose a prompt to a bug in row building
                     message = redact_text(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", run.secret)
                     error = {"type": "internal", "code": None, "message": message}
                     row = error_row(outcome.prompt.id, run.options.model, error, line=outcome.prompt.line, response=outcome.response)
-                write(row)
+                    token_counts = None
+                write(row, token_counts)
     finally:
         for _ in range(n_workers):
             work.put(None)
