@@ -111,6 +111,8 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
     return total
 
 
+# render_prompt, encode_prompt and build_training_sample spell their keywords out (public signatures, pinned by
+# tests/test_prompt_options.py) and read them once, by parse_options, into the RecordOptions everything below takes.
 def render_prompt(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | str | None = None,

@@ -117,7 +117,8 @@ def test_sample_from_record_takes_the_template_through_the_record_options() -> N
     assert sample.prompt_ids == case["prompt_ids"]
 
 
-# -- the public signatures, written out (not read from the code): every keyword accepted before is accepted now
+# -- the public signatures, written out (not read from the code): every keyword accepted before is accepted now.
+# (SAMPLE_PARAMETERS repeats PROMPT_PARAMETERS' lines on purpose: each list is its own function's contract.)
 
 _P, _K = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
 _NONE = inspect.Parameter.empty

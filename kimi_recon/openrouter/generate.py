@@ -147,6 +147,7 @@ def _check_setting(name: str, value: object) -> None:
     _require(setting.holds(value), name, setting.what, value)
 
 
+# Not _arguments.int_argument/number_argument: those take numpy integers and infinities, and word their errors otherwise.
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
