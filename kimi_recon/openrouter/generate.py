@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 from .._arguments import bool_argument, instance_argument, path_argument
 from .._io import check_input, refuse_output_is_input
@@ -123,9 +123,13 @@ class _SettingRange:
     def holds(self, value: object) -> bool:
         if value is None:
             return self.none
-        if not (_is_int(value) if self.integer else _is_number(value)):
+        if self.integer and _is_int(value):
+            number: float = value
+        elif not self.integer and _is_number(value):
+            number = value
+        else:
             return False
-        return value > self.low if self.above else value >= self.low  # type: ignore[operator]  # a number, checked above
+        return number > self.low if self.above else number >= self.low
 
 
 #: The numeric settings of :class:`GenerateConfig` that have a range.
@@ -148,11 +152,11 @@ def _check_setting(name: str, value: object) -> None:
 
 
 # Not _arguments.int_argument/number_argument: those take numpy integers and infinities, and word their errors otherwise.
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
