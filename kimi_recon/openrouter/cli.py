@@ -182,7 +182,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the server behind --base-url, for what its parsers lose: vllm==0.15.1, vllm==0.33.0, sglang==0.5.23, vllm, "
         "sglang (default: what each response reveals, else unknown)",
     )
-    g.add_argument("--max-cost", type=_setting("max_cost"), default=None, help="send no prompt whose answer (priced as the dearest one so far) would take this run past this many USD; stops when a cost is unknown")
+    g.add_argument(
+        "--max-cost",
+        type=_setting("max_cost"),
+        default=None,
+        help="send no prompt whose answer (priced as the dearest one so far) would take this run past this many USD; stops when a cost is unknown",
+    )
     g.add_argument("--limit", type=_setting("limit"), default=None, help="send at most this many prompts in this run")
     g.add_argument("--retry-errors", action="store_true", help="send again the prompts whose last row in OUT is an error (by default error rows count as done)")
     g.add_argument("--grace", type=_setting("grace_period"), default=30.0, help="seconds the requests in flight get to finish after a first Ctrl-C/SIGTERM (default: %(default)s)")
