@@ -474,6 +474,47 @@ def make_record(index: int, seed: int = DEFAULT_SEED) -> Record:
     return {"id": f"bench-{index:06d}", "kind": kind, "response": response}
 
 
+#: The length classes of the per-turn benchmarks (:mod:`benchmarks.matrix`): about how many characters of output
+#: (reasoning, content, tool-call arguments) a turn holds. ``ordinary`` is the size of the official turns the
+#: hot-path figures of issue 23 were taken on; ``long`` is past the 10k characters where per-turn cost stops mattering.
+LENGTH_CLASSES: dict[str, int] = {"ordinary": 500, "long": 13_000}
+#: One turn in this many of a length class ends in tool calls (the rest answer in prose).
+SIZED_TOOL_EVERY = 5
+
+
+def _prose(rng: random.Random, target_chars: int) -> str:
+    """Sentences (a paragraph break now and then) until ``target_chars`` characters: a size-bounded ``_reasoning``."""
+    parts: list[str] = []
+    size = 0
+    while size < target_chars:
+        piece = _sentence(rng) if rng.random() < 0.9 else _math_line(rng)
+        parts.append(piece)
+        size += len(piece) + 1
+    return "".join(p + ("\n\n" if rng.random() < 0.15 else " ") for p in parts).rstrip()
+
+
+def sized_record(index: int, length_class: str, seed: int = DEFAULT_SEED) -> Record:
+    """Record ``index`` of the ``length_class`` turns (:data:`LENGTH_CLASSES`): English reasoning and answer, every
+    :data:`SIZED_TOOL_EVERY`-th turn a tool call instead of most of the answer. Independent of every other record."""
+    target = LENGTH_CLASSES[length_class]
+    rng = random.Random(f"kimi-recon-bench:{length_class}:{seed}:{index}")
+    tool = index % SIZED_TOOL_EVERY == SIZED_TOOL_EVERY - 1
+    response: Message = {"role": "assistant", "reasoning_content": _prose(rng, int(target * (0.8 if tool else 0.5)))}
+    if tool:
+        response["content"] = ""
+        response["tool_calls"] = _tool_calls(rng, 1, 0)
+        response["finish_reason"] = "tool_calls"
+    else:
+        response["content"] = _prose(rng, int(target * 0.35))
+        response["finish_reason"] = "stop"
+    return {"id": f"bench-{length_class}-{index:06d}", "kind": "tool" if tool else "chat", "response": response}
+
+
+def sized_corpus(n: int, length_class: str, seed: int = DEFAULT_SEED) -> list[Record]:
+    """The first ``n`` records of a length class (a smaller corpus is a prefix of a bigger one)."""
+    return [sized_record(i, length_class, seed) for i in range(n)]
+
+
 def message_chars(response: Message) -> int:
     """Characters of generated text in a response (reasoning, content, tool-call ids and arguments)."""
     n = len(response.get("reasoning_content") or "") + len(response.get("content") or "")

@@ -31,6 +31,10 @@ hurts both sides alike):
 6. peak RSS of the core (target < 200 MB) and of ``audit_dataset`` at 1x and 4x the dataset
    (must stay flat), each in a fresh process (:mod:`benchmarks.probe`).
 7. Kimi-K3 and the per-profile encoders against raw tiktoken (:mod:`benchmarks.k3`; K3 target >= 1.0x);
+8. the matrix (:mod:`benchmarks.matrix`): per profile, input shape (dict, parsed) and length class (ordinary,
+   long), the ratio against raw encode and the per-turn overhead in µs; and ``reconstruct_records`` over many
+   ordinary records one at a time, on threads and on processes against one raw encode (threads target >= 1.6x),
+   with the GIL-held share that bounds the threads;
 
 Results go to ``benchmarks/results/`` (git-ignored): ``<mode>.json`` and ``<mode>.md``. JSONL inputs
 go to a temp dir unless ``--keep-jsonl``. Targets are reported, never asserted; the exit status is
@@ -69,6 +73,7 @@ import tiktoken
 from benchmarks import baselines, compare_speed, corpus, scale
 from benchmarks.timing import best_of
 from benchmarks import k3 as k3_bench
+from benchmarks import matrix
 from kimi_recon import KimiTokenizer, load_tokenizer
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_assistant_turn, render_turn_with_flags
@@ -442,6 +447,21 @@ def bench_k3(cfg: Config, rep: Report, records: Sequence[Record]) -> None:
     rep.data["k3"] = result
 
 
+def bench_matrix(cfg: Config, rep: Report) -> None:
+    rep.section("The matrix: per profile, input shape and length class; many turns on threads and processes")
+    result = matrix.measure(cfg.quick, 3 if cfg.quick else cfg.rounds, cfg.seed + 8)
+    for text in matrix.lines(result):
+        rep.line(text)
+    for row in result["many"]:
+        ratio = row["ratio_vs_raw"][f"{matrix.WORKERS} threads"]
+        rep.target(
+            f"{row['profile']} reconstruct_records on {matrix.WORKERS} threads vs raw encode on 1, {row['records']:,} ordinary records",
+            ratio, f">= {matrix.TARGET_THREADS_RAW}x", ratio >= matrix.TARGET_THREADS_RAW, "x",
+        )
+    rep.failures.extend(matrix.failures(result))
+    rep.data["matrix"] = result
+
+
 def _stages(args: tuple[Record, KimiTokenizer]) -> list[int]:
     """What reconstruct_output_ids does for a plain turn, stage by stage (no logprobs, no Reconstruction)."""
     msg, tok = args
@@ -566,16 +586,20 @@ def bench_parallel(cfg: Config, rep: Report, tok: KimiTokenizer, records: Sequen
         def audit_run(workers: int) -> Callable[[], None]:
             def run() -> None:
                 t0 = os.times()
-                audit(jsonl, tok, workers=workers, progress=False)
+                audit(jsonl, tok, workers=workers, progress=False, executor="processes")  # the children's CPU is read below
                 t1 = os.times()
                 cpu[str(workers)].append((t1.user + t1.system - t0.user - t0.system,
                                           t1.children_user + t1.children_system - t0.children_user - t0.children_system))
 
             return run
 
-        atimes = best_of({"1": audit_run(1), str(n): audit_run(n)}, cfg.audit_rounds, cfg.seed + 5)
+        def audit_threads() -> None:
+            audit(jsonl, tok, workers=n, progress=False, executor="threads")
+
+        atimes = best_of({"1": audit_run(1), str(n): audit_run(n), "threads": audit_threads}, cfg.audit_rounds, cfg.seed + 5)
         t1, tn = min(atimes["1"]), min(atimes[str(n)])
-        rows.append(["audit_dataset (dataset mode)", t1, tn, f"{t1 / tn:.2f}x"])
+        rows.append(["audit_dataset (dataset mode, worker processes)", t1, tn, f"{t1 / tn:.2f}x"])
+        rows.append(["audit_dataset on threads (executor='threads', what 'auto' picks)", t1, min(atimes["threads"]), f"{t1 / min(atimes['threads']):.2f}x"])
         speedup = t1 / tn
         best = atimes[str(n)].index(tn)
         parent_cpu, workers_cpu = cpu[str(n)][best]
@@ -864,7 +888,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--no-write", action="store_true", help="write no result files")
     p.add_argument("--keep-jsonl", action="store_true", help="keep the JSONL datasets in --out instead of a temp dir")
     p.add_argument("--profile", action="store_true", help="profile in --quick mode too (the full mode always profiles)")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,profile,parallel,load,compare,generate,rowwrite,fast,startup,memory,scale")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: throughput,exactness,golden,k3,matrix,profile,parallel,load,compare,generate,rowwrite,fast,startup,memory,scale")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ns = p.parse_args(argv)
     quick = bool(ns.quick)
@@ -938,6 +962,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench_golden(rep, tok)
     if "k3" not in cfg.skip:
         bench_k3(cfg, rep, records)
+    if "matrix" not in cfg.skip:
+        bench_matrix(cfg, rep)
     ratio = rep.data.get("throughput", {}).get("ratio_vs_raw")
     profile = "profile" not in cfg.skip and (cfg.profile or not cfg.quick or (ratio is not None and ratio < TARGET_RAW_RATIO))
     if profile:

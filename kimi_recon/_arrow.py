@@ -42,7 +42,7 @@ class ArrowMessages(list[Any]):
     """``messages`` read from an Arrow column, nulls removed (the list itself).
 
     ``with_nulls`` is the list as Arrow gave it and ``nulls`` the places of the removed nulls: the prompt
-    renderer (:func:`kimi_recon.training._encode_prompt`) renders both and refuses the record when they
+    renderer (:func:`kimi_recon._prompt._encode_prompt`) renders both and refuses the record when they
     differ. ``refusal`` is raised instead of rendering (tool-call arguments that cannot be read back).
     """
 

@@ -1,7 +1,8 @@
-"""The code of each chat format (``ChatProfile.format``): how a turn is rendered, and whether a prompt is
-rendered in Python or by the profile's chat template. A profile reaches its format's code through
-:meth:`~kimi_recon.profiles.ChatProfile.render_turn` and :meth:`~kimi_recon.profiles.ChatProfile.prompt_segments`,
-so no module branches on a profile's name."""
+"""The dispatch by chat format (``ChatProfile.format``): how a turn is rendered, and whether a prompt is
+rendered in Python or by the profile's chat template. Callers reach a profile's code through
+:func:`render_turn` and :func:`prompt_segments`, so no module branches on a profile's name. This module sits
+above the renderers (:mod:`kimi_recon._k2`, :mod:`kimi_recon._k3`, :mod:`kimi_recon._k3_prompt`); a profile is
+data below them and imports none."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ._k2 import render_k2_turn
 from ._k3 import render_k3_turn
 from ._k3_prompt import k3_prompt_segments
 from .models import AssistantTurn
 from .profiles import ChatFormat, ChatProfile
-from .render import render_k2_turn
 from .segments import RenderedTurn, Segment
 
 
@@ -45,3 +46,26 @@ FORMATS: Mapping[ChatFormat, FormatCode] = {
     "k2": FormatCode(render_k2_turn, None),
     "k3": FormatCode(render_k3_turn, k3_prompt_segments),
 }
+
+
+def render_turn(profile: ChatProfile, turn: AssistantTurn, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
+    """``turn`` as ``profile``'s format renders it (options already checked; see
+    :func:`kimi_recon.render.render_turn_with_flags`)."""
+    return FORMATS[profile.format].render_turn(turn, profile, thinking, call_index_offset=call_index_offset, stop=stop)
+
+
+def prompt_segments(
+    profile: ChatProfile,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    thinking: bool,
+    *,
+    thinking_effort: str | None = None,
+    tool_choice: Any = None,
+) -> list[Segment] | None:
+    """The prompt's segments when ``profile``'s format renders prompts in Python (K3); None when its chat
+    template does (K2.x)."""
+    render = FORMATS[profile.format].render_prompt
+    if render is None:
+        return None
+    return render(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .chat_template import REASONING_FIELDS, bundled_k25_template
-from .render import (
+from ._k2 import (
     ARGUMENT_BEGIN,
     CALL_BEGIN,
     CALL_END,

@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, Literal, TypeVar, Union, get_args
 
 from . import responses
 from ._arguments import int_argument
 from ._io import count_records
+from ._threads import chunked, threaded_results
 from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, flags_to_json
 from .record_options import OPTION_KEYS
@@ -136,17 +137,6 @@ def _slim(item: _Item) -> _Item:
     return index, line, rec
 
 
-def _chunks(items: Iterator[_Item], size: int) -> Iterator[list[_Item]]:
-    chunk: list[_Item] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 #: More worker processes than this is a typo, not a machine (the pool cannot start that many).
 _MAX_WORKERS = 4096
 
@@ -160,11 +150,47 @@ def _worker_count(workers: int | None) -> int:
     return workers
 
 
+#: How ``workers > 1`` run: ``"auto"`` (:func:`choose_executor` decides), ``"threads"`` or ``"processes"``.
+Executor = Literal["auto", "threads", "processes"]
+#: What runs the records: one at a time in this thread, chunks on threads, or chunks on worker processes.
+Runner = Literal["one", "threads", "processes"]
+
+
+def _reloadable(tok: KimiTokenizer) -> bool:
+    """Whether a worker process can load ``tok`` again (the bundled one, or one from a directory)."""
+    return tok is load_tokenizer() or tok.source == BUNDLED or bool(tok.source and Path(tok.source).is_dir())
+
+
+#: ``executor="auto"`` runs up to this many workers on threads, more on worker processes.
+THREADS_UP_TO = 2
+
+
+def choose_executor(workers: int, executor: str, reloadable: bool = True) -> Runner:
+    """What runs ``workers`` workers: ``"one"`` for one, else ``executor`` when it is not ``"auto"``, else threads
+    for up to :data:`THREADS_UP_TO` workers (or a tokenizer a worker process could not load again), processes beyond.
+
+    The rule, measured on 2 cores (docs/benchmarks.md, §10; ``benchmarks/matrix.py``): threads start at once and
+    send nothing between processes, and on 2 workers they beat the pool, whose start-up and pickling weigh as much
+    as what it spreads. But threads overlap only tiktoken's encode (it releases the GIL) with the rest, which holds
+    the GIL: 73 - 80% of an ordinary record's time, so no number of threads gets past about 1.3x one thread
+    (about 2x on long turns); a pool of N processes scales with N, so beyond 2 workers it wins.
+    """
+    if executor not in get_args(Executor):
+        raise InvalidInputError(f"must be one of {', '.join(get_args(Executor))}, got {executor!r}", field="executor")
+    if workers <= 1:
+        return "one"
+    if executor != "auto":
+        return "threads" if executor == "threads" else "processes"
+    return "threads" if workers <= THREADS_UP_TO or not reloadable else "processes"
+
+
 def _tokenizer_source(tokenizer: TokenizerArg, workers: int) -> tuple[KimiTokenizer, str | None]:
+    """The tokenizer, and the source worker processes load it from (None: the bundled one); ``workers`` > 1
+    means worker processes, which need a tokenizer they can load again."""
     tok = get_tokenizer(tokenizer)
     if tok is load_tokenizer() or tok.source == BUNDLED:
         return tok, None
-    if workers > 1 and not (tok.source and Path(tok.source).is_dir()):
+    if workers > 1 and not _reloadable(tok):
         raise InvalidInputError(
             f"workers={workers} needs a tokenizer a worker process can load again; {tok.source!r} is not a directory "
             "(pass the tokenizer directory, or use workers=1)",
@@ -182,10 +208,12 @@ def _stream(
     chunk_size: int,
     *,
     slim: bool = True,
+    runner: Runner | None = None,
 ) -> Iterator[_T]:
-    """Results in input order; with ``workers > 1`` at most ``4 * workers`` chunks are in flight.
+    """Results in input order; with ``workers > 1`` at most ``4 * workers`` chunks are in flight, on threads or
+    worker processes as ``runner`` says (None: processes, as before threads existed).
 
-    ``slim`` sends workers only the keys an audit or a reconstruction reads (not the prompt).
+    ``slim`` sends worker processes only the keys an audit or a reconstruction reads (not the prompt).
     """
     chunk_size = int_argument(chunk_size, "chunk_size", minimum=1)
     items = _items(records)
@@ -193,10 +221,13 @@ def _stream(
         for item in items:
             yield from work([item], job, tok)
         return
+    if runner == "threads":
+        yield from threaded_results(chunked(items, chunk_size), lambda chunk: work(chunk, job, tok), workers)
+        return
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.tokenizer,))
     pending: deque[Future[list[_T]]] = deque()
     try:
-        for chunk in _chunks((_slim(item) for item in items) if slim else items, chunk_size):
+        for chunk in chunked((_slim(item) for item in items) if slim else items, chunk_size):
             pending.append(pool.submit(work, chunk, job, None))
             while len(pending) >= 4 * workers:
                 yield from pending.popleft().result()

@@ -410,7 +410,7 @@ def record_token_counts(
     if prompt_len is None and reported_counts(usage)[0] is not None:
         messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
         if isinstance(messages, list):
-            from .training import _encode_prompt
+            from ._prompt import _encode_prompt
 
             try:
                 opts = parse_options(rec, profile=profile, thinking=thinking)

@@ -6,12 +6,12 @@ Heavy modules are imported inside each command, so ``--help`` is fast (this docs
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._cli_common import sigterm_as_interrupt
 from ._io import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
 from ._terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
@@ -77,6 +77,15 @@ def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: 
     return 1 if failed else 0
 
 
+def _add_workers(p: argparse.ArgumentParser) -> None:
+    """``--workers`` and ``--executor`` of the commands that run records through :mod:`kimi_recon.dataset`."""
+    p.add_argument("--workers", type=int, default=1, help="records run side by side (0 = all cores; default 1)")
+    p.add_argument(
+        "--executor", choices=("auto", "threads", "processes"), default="auto",
+        help="what runs --workers > 1: threads of this process or worker processes (auto: threads for 2, processes for more; docs/benchmarks.md §10)",
+    )
+
+
 def cmd_reconstruct(args: argparse.Namespace) -> int:
     from .dataset import reconstruct_records
 
@@ -89,6 +98,7 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=_progress(args),
         server=args.server,
+        executor=args.executor,
     )
     return _write_rows(args, (r.to_dict() for r in results), "reconstructed")
 
@@ -178,6 +188,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         profile=args.profile,
         thinking=not args.no_thinking,
         workers=args.workers,
+        executor=args.executor,
         worst=args.html_examples,
         server=args.server,
         examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
@@ -404,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_format(with_tokenizer(_command(sub, "reconstruct", "responses JSONL -> output ids JSONL", RECONSTRUCT_HELP)))
     p.add_argument("input", help="JSONL file (.gz, .zst too), or - for stdin")
     p.add_argument("-o", "--output", default="-", help="JSONL file, replaced only once complete; - for stdout (default)")
-    p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
+    _add_workers(p)
     p.set_defaults(func=cmd_reconstruct)
 
     p = with_format(with_tokenizer(_command(sub, "audit", "round-trip audit of responses against reference ids", AUDIT_HELP)))
@@ -416,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     errors = g.add_mutually_exclusive_group()
     errors.add_argument("--max-errors", type=_count, default=None, metavar="N", help="fail when more than N records cannot be read (default 0)")
     errors.add_argument("--allow-errors", action="store_true", help="unreadable records alone do not fail the audit (nothing compared still does)")
-    p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
+    _add_workers(p)
     p.add_argument("--examples", type=_count, default=5, metavar="N", help="errors and worst records of each kind listed in the summary (default 5; the JSON report keeps up to 100 errors)")
     p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
     p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")
@@ -466,25 +477,6 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         register(sub)
     return parser
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C while a command runs, so temporary outputs are removed and old ones stay."""
-    import signal
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, stop)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _share(text: str) -> float:

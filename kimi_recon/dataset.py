@@ -44,11 +44,14 @@ from .profiles import DEFAULT_PROFILE, get_profile
 from .usage_stats import TokenCountTally, report_lines
 
 from ._pool import (
+    Executor,
     RecordReconstruction,
+    choose_executor,
     _audit_chunk,
     _Job,
     _progress_bar,
     _reconstruct_chunk,
+    _reloadable,
     _stream,
     _tokenizer_source,
     _worker_count,
@@ -317,18 +320,21 @@ def reconstruct_records(
     chunk_size: int = 64,
     progress: bool | None = False,
     server: str | None = None,
+    executor: Executor = "auto",
 ) -> Generator[RecordReconstruction, None, None]:
     """Rebuild the output ids of every record of a JSONL path or an iterable, lazily and in input order.
 
     Malformed records come back with ``error`` set instead of stopping the stream. ``workers`` > 1
-    (None or 0: all cores) uses a process pool with bounded work in flight. ``server`` names the server
-    that produced the responses (:mod:`kimi_recon.servers`; a record's ``server`` field wins).
+    (None or 0: all cores) runs chunks of ``chunk_size`` records on that many threads or worker processes
+    (``executor``: see :func:`audit_dataset`), with bounded work in flight; the results are the same. ``server`` names the server that produced the responses (:mod:`kimi_recon.servers`; a
+    record's ``server`` field wins).
     """
     n = _worker_count(workers)
-    tok, source = _tokenizer_source(tokenizer, n)
+    runner = choose_executor(n, executor, _reloadable(get_tokenizer(tokenizer)))
+    tok, source = _tokenizer_source(tokenizer, n if runner == "processes" else 1)
     job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
     with _progress_bar(records, progress, "reconstruct") as bar:
-        for result in _stream(records, _reconstruct_chunk, job, tok, n, chunk_size):
+        for result in _stream(records, _reconstruct_chunk, job, tok, n, chunk_size, runner=runner):
             bar.update(1)
             yield result
 
@@ -415,14 +421,19 @@ def audit_dataset(
     chunk_size: int = 64,
     worst: int = DEFAULT_WORST,
     server: str | None = None,
+    executor: Executor = "auto",
 ) -> DatasetAudit:
     """Audit every record of a JSONL file (a ``str`` or path) or an iterable of records (see the module doc).
 
     Streams in constant memory (only counters, the first ``max_errors`` errors and the ``examples`` worst
     records of each non-exact kind are kept, and for reports a fixed-size histogram of where first differences
     fall and the ``worst`` worst records: see :attr:`DatasetAudit.breakdown`). ``workers`` > 1 (None or 0: all cores) spreads chunks of
-    ``chunk_size`` records over a process pool, at most ``4 * workers`` chunks in flight, the tokenizer
-    loaded once per worker; the result is the same as with ``workers=1``. ``progress`` None shows a
+    ``chunk_size`` records over that many threads of this process (``executor="threads"``: no start-up, any
+    tokenizer object shared; tiktoken encodes with the GIL released, so the encodes run side by side) or worker
+    processes (``executor="processes"``: the tokenizer loaded once per worker, which also spreads the Python
+    work); ``"auto"`` picks threads for 2 workers and processes for more (``kimi_recon._pool.choose_executor``;
+    measured: docs/benchmarks.md, §10). At most ``4 * workers`` chunks are in flight; the result is the same
+    as with ``workers=1``. ``progress`` None shows a
     tqdm bar when stderr is a terminal. No record is dropped: a malformed one is counted as an error
     with its line number (JSONL) or index, and the others are processed. ``server`` names the server that
     produced the responses (:mod:`kimi_recon.servers`: what its parsers can lose, how it counts; a record's
@@ -435,12 +446,13 @@ def audit_dataset(
     if profile is not None:
         get_profile(profile)
     n = _worker_count(workers)
-    tok, source = _tokenizer_source(tokenizer, n)
+    runner = choose_executor(n, executor, _reloadable(get_tokenizer(tokenizer)))
+    tok, source = _tokenizer_source(tokenizer, n if runner == "processes" else 1)
     job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
     tally = _Tally(int_argument(examples, "examples", minimum=0), max_errors, int_argument(worst, "worst", minimum=0))
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:
-        for result in _stream(records, _audit_chunk, job, tok, n, chunk_size):
+        for result in _stream(records, _audit_chunk, job, tok, n, chunk_size, runner=runner):
             tally.add(result)
             bar.update(1)
             if tally.total % 256 == 0 and not bar.disable:

@@ -2,26 +2,29 @@
 
 Everything that differs between the Kimi chat formats is data here: the K2.x formats (one encode of the
 rendered text is exact) and K3 (XTML tags, encoded segment by segment: one encode is wrong there). The
-code that differs is reached through the profile: :meth:`ChatProfile.render_turn` and
-:meth:`ChatProfile.prompt_segments` run its ``format``'s renderers (:mod:`kimi_recon._formats`),
-:func:`kimi_recon.segments.encode_segments` its ``encoding``, and its ``special_tokens`` names the table
-(``SpecialTokenRegistry.for_profile``) and the bundled tokenizer (``tokenizer_for_profile``).
+code that differs is reached by the profile's data, from the modules above this one: its ``format`` picks
+the renderers (the dispatch in :mod:`kimi_recon._formats`), its ``encoding`` the encoder
+(:func:`kimi_recon.segments.encode_segments`), and its ``special_tokens`` names the table
+(``SpecialTokenRegistry.for_profile``; the profile's token ids are read from it) and the bundled tokenizer
+(``tokenizer_for_profile``). A profile imports no renderer: it is data at the bottom.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
+from . import _wiring
 from ._arguments import instance_argument
 from .errors import InvalidInputError, preview
+from .special_tokens import registry_named
 
 if TYPE_CHECKING:
-    from ._formats import FormatCode
     from .models import AssistantTurn
     from .segments import RenderedTurn, Segment
 
@@ -46,18 +49,17 @@ class ChatProfile:
     tokenizer directory's own template (the bundled K2.5 one by default), anything else a template
     bundled under ``kimi_recon/data/templates``.
 
-    ``stop_token_id`` ends a finished turn (``<|im_end|>`` in K2.x); ``eos_token_id`` is the ``[EOS]``
-    some servers count after it; ``think_end_token_id`` closes the reasoning (``</think>``), None when
-    the format has no such token. The usage check (:mod:`kimi_recon.usage_check`) reads them.
+    ``stop_token_id`` ends a finished turn (the id of ``stop_token``: ``<|im_end|>`` in K2.x); ``eos_token_id``
+    is the ``[EOS]`` some servers count after it (None when the turn stops on ``[EOS]`` itself);
+    ``think_end_token_id`` closes the reasoning (``</think>``), None when the table has no such token. They
+    are read from the special-token table the profile names (``special_tokens``), so they cannot disagree
+    with the texts; the usage check (:mod:`kimi_recon.usage_check`) reads them.
     """
 
     name: str
     thinking_style: ThinkingStyle
     template: str | None
     description: str
-    stop_token_id: int = 163586  # <|im_end|>
-    eos_token_id: int | None = 163585  # [EOS]
-    think_end_token_id: int | None = 163607  # </think>
     #: the rendering family and how its rendered segments become ids
     format: ChatFormat = "k2"
     encoding: EncodingStyle = "one_encode"
@@ -96,10 +98,33 @@ class ChatProfile:
         the caller asks (``per_segment``: every text piece is encoded on its own, without special tokens)."""
         return self.encoding == "per_segment"
 
+    @functools.cached_property
+    def stop_token_id(self) -> int:
+        """The id of ``stop_token`` in the profile's special-token table."""
+        return registry_named(self.special_tokens).id(self.stop_token)
+
+    @functools.cached_property
+    def eos_token_id(self) -> int | None:
+        """The id of ``[EOS]``, which some servers count after the stop token; None when the turn stops on it."""
+        eos = registry_named(self.special_tokens).entry("EOS")
+        return None if eos.text == self.stop_token else eos.id
+
+    @functools.cached_property
+    def think_end_token_id(self) -> int | None:
+        """The id of ``</think>``; None when the table has none (K3 closes thinking with ``<|close|>think<|sep|>``,
+        three tokens)."""
+        entry = registry_named(self.special_tokens).get("</think>")
+        return None if entry is None else entry.id
+
     def render_turn(self, turn: AssistantTurn, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
-        """``turn`` as this profile's format renders it (options already checked; see
-        :func:`kimi_recon.render.render_turn_with_flags`)."""
-        return _code_of(self.format).render_turn(turn, self, thinking, call_index_offset=call_index_offset, stop=stop)
+        """Deprecated: :func:`kimi_recon.render.render_turn_with_flags` renders a turn for a profile."""
+        warnings.warn(
+            "ChatProfile.render_turn is deprecated (a profile is data and imports no renderer); use "
+            "kimi_recon.render.render_turn_with_flags(turn, profile, thinking, call_index_offset=..., stop=...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _wiring.load_dispatch().render_turn(self, turn, thinking, call_index_offset=call_index_offset, stop=stop)  # type: ignore[no-any-return]
 
     def prompt_segments(
         self,
@@ -110,20 +135,16 @@ class ChatProfile:
         thinking_effort: str | None = None,
         tool_choice: Any = None,
     ) -> list[Segment] | None:
-        """The prompt's segments when this profile's format renders prompts in Python (K3); None when its
-        chat template does (K2.x)."""
-        render = _code_of(self.format).render_prompt
-        if render is None:
-            return None
-        return render(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
-
-
-@functools.lru_cache(maxsize=None)
-def _code_of(chat_format: ChatFormat) -> FormatCode:
-    """The renderers of ``chat_format``, imported on first use (they import this module)."""
-    from ._formats import FORMATS
-
-    return FORMATS[chat_format]
+        """Deprecated: :func:`kimi_recon.training.prompt_segments` gives a profile's prompt segments."""
+        warnings.warn(
+            "ChatProfile.prompt_segments is deprecated (a profile is data and imports no renderer); use "
+            "kimi_recon.training.prompt_segments(messages, tools, profile, thinking, ...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _wiring.load_dispatch().prompt_segments(  # type: ignore[no-any-return]
+            self, messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice
+        )
 
 
 @functools.lru_cache(maxsize=None)
@@ -166,7 +187,6 @@ PROFILES: dict[str, ChatProfile] = {
             special_tokens="kimi-k3",
             stop_token="<|end_of_msg|>",
             stop_alternatives=("[EOS]", "<|close|>tools<|sep|>"),
-            think_end_token_id=None,  # K3 closes thinking with <|close|>think<|sep|>, three tokens
             writes_tool_call_ids=False,
             prompt_head='<|open|>message role="assistant"<|sep|>',
             thinking_on="<|open|>think<|sep|>",

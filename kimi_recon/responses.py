@@ -25,7 +25,7 @@ from typing import Any, TypeGuard
 from ._arguments import instance_argument, int_argument
 from .errors import GenerationFailedError, InvalidResponseError, ServerReportedError, as_text, preview
 from .models import FINISH_REASONS, AssistantTurn, ToolCall
-from .render import MODEL_TOOL_CALL_ID, model_tool_call_id
+from ._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
 
 __all__ = [
     "MESSAGE_FIELDS",

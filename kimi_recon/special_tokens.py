@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, overload
 
+from . import _wiring
 from ._arguments import instance_argument
 from .errors import InvalidInputTypeError, TokenizerLoadError, UnknownSpecialTokenError
 
@@ -175,9 +176,8 @@ class SpecialTokenRegistry:
     @classmethod
     def for_profile(cls, profile: str | ChatProfile) -> SpecialTokenRegistry:
         """The table of a chat profile: ``"kimi-k3"`` gets K3's names, the K2.x profiles K2.5's."""
-        from .profiles import get_profile
-
-        return registry_named(get_profile(profile).special_tokens)
+        # profiles are above this table (their ids are read from it): the package root hands over get_profile
+        return registry_named(_wiring.profile_lookup(profile).special_tokens)
 
     @property
     def tokens(self) -> tuple[SpecialToken, ...]:

@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ._arrow import ArrowMessages
+from . import _formats
+from ._prompt import _encode_prompt, _render_prompt
+from ._prompt import deep_sorted as deep_sorted  # moved with the prompt rendering; importable here as before
 from ._repr import ids_repr
-from .chat_template import render_chat_template
 from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, FlagCode, flags_to_json
 from .models import AssistantTurn, tojson
@@ -16,10 +17,8 @@ from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
 from .responses import as_turn
-from .segments import Segment, encode_segments, surrogate_flag
-from .special_tokens import special_texts_in
-from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer, tokenizer_for_profile
-from .tool_declaration import render_tools_declaration
+from .segments import Segment, surrogate_flag
+from .tokenizer import KimiTokenizer, tokenizer_for_profile
 from .usage_check import TokenCounts
 
 if TYPE_CHECKING:
@@ -67,31 +66,6 @@ class TrainingSample:
         if self.token_counts is not None:
             row["token_counts"] = self.token_counts.to_dict()
         return row
-
-
-def deep_sorted(value: Any) -> Any:
-    """Every mapping in ``value`` with its keys sorted, recursively; list order is kept.
-
-    The official ``apply_chat_template`` of every K2 profile (K2.5/K2.6, K2-Thinking, K2-Instruct) does
-    this to the tools before the template sees them (``tools = deep_sort_dict(tools)``), so the JSON
-    declaration of K2-Thinking/K2-Instruct lists keys in sorted order, whatever order the caller used.
-    """
-    try:
-        return _deep_sorted(value)
-    except RecursionError:
-        raise InvalidInputError("is nested too deeply to sort", field="tools") from None
-
-
-def _deep_sorted(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        try:
-            keys = sorted(value)
-        except TypeError as err:
-            raise InvalidInputError(f"has keys that cannot be sorted: {err}", field="tools") from None
-        return {k: _deep_sorted(value[k]) for k in keys}
-    if isinstance(value, (list, tuple)):
-        return [_deep_sorted(v) for v in value]
-    return value
 
 
 def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -147,41 +121,6 @@ def render_prompt(
     return _render_prompt(messages, options, tokenizer)
 
 
-def _render_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tokenizer: KimiTokenizer | None) -> str:
-    prof, thinking = options.profile, options.thinking
-    segments = _prompt_segments(messages, options)
-    if segments is not None:
-        return "".join(s.text for s in segments)
-    source = options.template if options.template is not None else prof.template_source()
-    if source is None:
-        tok = checked_tokenizer(tokenizer) or load_tokenizer()
-        source = tok.chat_template
-        if source is None:
-            raise InvalidInputError(f"tokenizer {tok.source!r} has no chat template", field="tokenizer")
-    kwargs: dict[str, Any] = {**dict(prof.template_defaults), **options.template_kwargs}
-    tools = deep_sorted(list(options.tools)) if options.tools else None
-    if tools and "tools_ts_str" in prof.template_reads:
-        kwargs["tools_ts_str"] = render_tools_declaration(tools)
-    if "thinking" in prof.template_reads:
-        kwargs["thinking"] = thinking
-    if options.tool_choice is not None:
-        kwargs["tool_choice"] = options.tool_choice
-    prompt = render_chat_template(source, messages, tools=tools, add_generation_prompt=True, **kwargs)
-    expected_end = prof.generation_prompt(thinking)
-    if not prompt.endswith(expected_end):
-        raise InvalidInputError(
-            f"the chat template's prompt does not end with the {prof.name} generation prompt {expected_end!r}; "
-            "is the profile right for this template?",
-            field="profile",
-        )
-    return prompt
-
-
-def _prompt_segments(messages: Sequence[Mapping[str, Any]], options: RecordOptions) -> list[Segment] | None:
-    tools = list(options.tools) if options.tools else None
-    return prompt_segments(messages, tools, options.profile, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice)
-
-
 def prompt_segments(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None,
@@ -191,11 +130,8 @@ def prompt_segments(
     thinking_effort: str | None = None,
     tool_choice: Any = None,
 ) -> list[Segment] | None:
-    """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile.
-
-    Options as given, unchecked (callers since the K3 profile use it so); this module's own callers pass
-    checked :class:`~kimi_recon.record_options.RecordOptions` through :func:`_prompt_segments`."""
-    return profile.prompt_segments(messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile."""
+    return _formats.prompt_segments(profile, messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
 
 
 def encode_prompt(
@@ -222,34 +158,6 @@ def encode_prompt(
         tool_choice=tool_choice,
     )
     return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile))[0]
-
-
-def _encode_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer) -> tuple[list[int], str]:
-    """The prompt's ids and its text."""
-    if isinstance(messages, ArrowMessages):
-        return _encode_arrow_prompt(messages, options, tok)
-    segments = _prompt_segments(messages, options)
-    if segments is not None:
-        return encode_segments(segments, tok, options.profile), "".join(s.text for s in segments)
-    text = _render_prompt(messages, options, tok)
-    # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
-    return tok.encode_with_specials(text, frozenset(special_texts_in(text))), text
-
-
-def _encode_arrow_prompt(messages: ArrowMessages, options: RecordOptions, tok: KimiTokenizer) -> tuple[list[int], str]:
-    """The prompt of messages read from Arrow: without Arrow's nulls, refused when the nulls change its text
-    (a null the renderer refuses cannot be the original's: that form is not compared)."""
-    if messages.refusal is not None:
-        raise messages.refusal
-    ids, text = _encode_prompt(list(messages), options, tok)
-    if messages.nulls:
-        try:
-            with_nulls = _render_prompt(messages.with_nulls, options, tok)
-        except InvalidInputError:
-            return ids, text
-        if with_nulls != text:
-            raise messages.ambiguity()
-    return ids, text
 
 
 def build_training_sample(
@@ -378,8 +286,7 @@ def sample_from_record(
     A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
     a ``<field>_mismatch`` flag for each figure no counting convention explains (the record's server's
     convention when it is pinned: ``server``, or the record's ``server`` field, see :mod:`kimi_recon.servers`)."""
-    from ._records import missing_field, record_server
-    from .dataset import record_id, record_token_counts, turn_of_record
+    from ._records import missing_field, record_id, record_server, record_token_counts, turn_of_record
 
     try:
         messages = record.get("messages")

@@ -170,7 +170,7 @@ def test_two_workers_give_the_same_audit_as_one(tmp_path: Path) -> None:
     path = tmp_path / "mixed.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     one = audit_dataset(path, workers=1, progress=False)
-    two = audit_dataset(path, workers=2, progress=False, chunk_size=7)
+    two = audit_dataset(path, workers=2, progress=False, chunk_size=7, executor="processes")
     assert one == two  # counts, errors, examples (elapsed is not compared)
     assert one.to_dict() | {"elapsed_seconds": 0} == two.to_dict() | {"elapsed_seconds": 0}
     assert one.error_count == 17 and one.counts[NON_CANONICAL_BPE] > 0 and one.counts[SPECIAL_TOKEN_MISMATCH] > 0
@@ -300,11 +300,12 @@ def test_audit_batch_accepts_numpy_columns_as_ray_gives_them() -> None:
 def test_a_tokenizer_directory_is_reloaded_in_workers_and_an_unloadable_one_is_refused(tokenizer_dir: Path) -> None:
     tok = load_tokenizer(tokenizer_dir)
     records = [record(i) for i in range(6)]
-    assert audit_dataset(records, str(tokenizer_dir), workers=2, progress=False).counts["exact"] == 6
-    assert audit_dataset(records, tok, workers=2, progress=False).counts["exact"] == 6
+    assert audit_dataset(records, str(tokenizer_dir), workers=2, progress=False, executor="processes").counts["exact"] == 6
+    assert audit_dataset(records, tok, workers=2, progress=False, executor="processes").counts["exact"] == 6
     anonymous = copy.copy(tok)
     anonymous.source = ""
     with pytest.raises(InvalidInputError) as err:
-        audit_dataset(records, anonymous, workers=2, progress=False)
+        audit_dataset(records, anonymous, workers=2, progress=False, executor="processes")
     assert err.value.field == "tokenizer"
     assert audit_dataset(records, anonymous, workers=1, progress=False).counts["exact"] == 6
+    assert audit_dataset(records, anonymous, workers=2, progress=False).counts["exact"] == 6  # threads share the object

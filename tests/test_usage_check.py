@@ -99,7 +99,7 @@ def test_prompt_count_agrees_only_when_equal(prompt_len: int, shift: int) -> Non
 
 def test_stop_token_comes_from_the_profile() -> None:
     # A format that ends its turns with another token (as K3 may with [EOS] alone): the profile says which.
-    eos_ended = replace(get_profile("kimi-k2.5"), name="eos-ended", stop_token_id=EOS, eos_token_id=None)
+    eos_ended = replace(get_profile("kimi-k2.5"), name="eos-ended", stop_token="[EOS]", stop_alternatives=())
     ids = [1, 2, 3, EOS]
     assert check_with_profile({"completion_tokens": 3}, ids, None, eos_ended).completion.convention is Convention.WITHOUT_STOP  # type: ignore[union-attr]
     assert not check_with_profile({"completion_tokens": 5}, ids, None, eos_ended).agrees  # no [EOS] convention there

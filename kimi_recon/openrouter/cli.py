@@ -284,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(argv)
-    from ..cli import sigterm_as_interrupt
+    from .._cli_common import sigterm_as_interrupt
 
     try:
         with sigterm_as_interrupt():  # a SIGTERM stops the run like Ctrl-C: rows written so far stay whole

@@ -141,7 +141,7 @@ def _declaration_counter(prof: ChatProfile, thinking: bool, cache_size: int) -> 
     makes it), kept for the last ``cache_size`` tool lists: a run usually sends the same tools every time."""
     from ..record_options import parse_options
     from ..tool_declaration import render_tools_declaration
-    from ..training import deep_sorted
+    from .._prompt import deep_sorted
 
     def declaration(tools: object) -> str | None:
         options = parse_options(profile=prof, thinking=thinking, tools=tools)

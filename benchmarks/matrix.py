@@ -1,0 +1,216 @@
+"""The hot path's figures in one run: per profile, per input shape, per length class, and many turns at once.
+
+    python benchmarks/matrix.py --quick     # a few seconds
+    python benchmarks/matrix.py             # 2,000 ordinary and 200 long turns per cell; 1,000 and 10,000 records
+
+1. **One turn** (process CPU time, interleaved rounds, best of N): ``reconstruct_output_ids`` against one raw
+   tiktoken ``encode(text, allowed_special="all")`` of the profile's rendered output text (the floor; for K3 the
+   wrong ids), for K2.5 and K3, from the stored message dict and from an ``AssistantTurn`` parsed beforehand,
+   on ordinary turns (about 500 characters of output) and long ones (10,000+), as a ratio and as the
+   per-turn overhead in µs over the encode.
+2. **Many turns** (wall time: the point is the second core): ``reconstruct_records`` over N ordinary records
+   one at a time, on 2 threads and on 2 worker processes, each against the same single-thread raw encode
+   (goal: threads >= 1.6x raw on 2 cores for 10k ordinary turns); and, measured on one thread, how much of a
+   record's time holds the GIL (everything but tiktoken's Rust encode, replayed alone on the same arguments),
+   which bounds what threads can reach: ``all / max(GIL-held, all / 2)``.
+
+Also wired into ``benchmarks/run_all.py`` as the ``matrix`` section. Records come from
+:func:`benchmarks.corpus.sized_corpus`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import corpus
+from benchmarks.timing import best_of
+from kimi_recon import load_tokenizer
+from kimi_recon.dataset import reconstruct_records
+from kimi_recon.profiles import get_profile
+from kimi_recon.reconstruct import reconstruct_output_ids
+from kimi_recon.render import render_turn_with_flags
+from kimi_recon.responses import as_turn
+from kimi_recon.tokenizer import KimiTokenizer
+
+PROFILES = ("kimi-k2.5", "kimi-k3")
+SHAPES = ("dict", "parsed")
+TARGET_THREADS_RAW = 1.6
+WORKERS = 2  # the goal is stated for 2 cores
+
+
+def _records(n: int, length_class: str, profile: str) -> list[dict[str, Any]]:
+    records = corpus.sized_corpus(n, length_class)
+    return records if profile == "kimi-k2.5" else [{**r, "profile": profile} for r in records]
+
+
+def per_turn(sizes: Mapping[str, int], rounds: int, seed: int) -> list[dict[str, Any]]:
+    """One row per (profile, length class, shape): best CPU seconds of raw and of reconstruct, ratio, overhead."""
+    rows = []
+    for profile in PROFILES:
+        tok, prof = load_tokenizer(profile=profile), get_profile(profile)
+        enc = tok.encoding
+        for length_class, n in sizes.items():
+            msgs = [r["response"] for r in corpus.sized_corpus(n, length_class)]
+            turns = [as_turn(m) for m in msgs]
+            texts = [render_turn_with_flags(t, prof).text for t in turns]
+            funcs: dict[str, Callable[[], object]] = {
+                "raw": lambda: [enc.encode(t, allowed_special="all") for t in texts],
+                "dict": lambda: [reconstruct_output_ids(m, tok, prof) for m in msgs],
+                "parsed": lambda: [reconstruct_output_ids(t, tok, prof) for t in turns],
+            }
+            best = {k: min(v) for k, v in best_of(funcs, rounds, seed, clock=time.process_time).items()}
+            chars = sum(corpus.message_chars(m) for m in msgs) / n
+            for shape in SHAPES:
+                rows.append({
+                    "profile": profile, "length": length_class, "shape": shape, "turns": n, "chars_per_turn": chars,
+                    "raw_us": best["raw"] / n * 1e6, "reconstruct_us": best[shape] / n * 1e6,
+                    "ratio": best["raw"] / best[shape], "overhead_us": (best[shape] - best["raw"]) / n * 1e6,
+                })
+    return rows
+
+
+class _Recorder:
+    """Stands in for a tiktoken ``CoreBPE`` and notes every call, to replay the Rust part alone."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.core, name)
+
+        def call(*args: Any) -> Any:
+            self.calls.append((name, args))
+            return method(*args)
+
+        return call
+
+
+def gil_share(records: Sequence[Mapping[str, Any]], tok: KimiTokenizer, profile: str, rounds: int, seed: int) -> dict[str, float]:
+    """CPU per record of ``reconstruct_records`` on one thread, and of its tiktoken Rust calls replayed alone (the
+    part that releases the GIL; the replay still converts the arguments and builds the lists, so the GIL-held
+    share it gives is a lower bound)."""
+    enc = tok.encoding
+
+    def run() -> None:
+        for _ in reconstruct_records(records):  # the bundled tokenizer; K3 records switch to K3's, ``tok``
+            pass
+
+    recorder = _Recorder(enc._core_bpe)
+    enc._core_bpe = recorder  # type: ignore[assignment]
+    try:
+        run()
+    finally:
+        enc._core_bpe = recorder.core
+    core, calls = recorder.core, recorder.calls
+    best = {k: min(v) for k, v in best_of(
+        {"all": run, "rust": lambda: [getattr(core, m)(*a) for m, a in calls]}, rounds, seed, clock=time.process_time
+    ).items()}
+    n = len(records)
+    held = best["all"] - best["rust"]
+    return {
+        "all_us": best["all"] / n * 1e6, "rust_us": best["rust"] / n * 1e6, "held_us": held / n * 1e6,
+        "held_share": held / best["all"], "rust_calls_per_record": len(calls) / n,
+        "thread_bound": best["all"] / max(held, best["all"] / 2),
+    }
+
+
+def many_turns(counts: Sequence[int], rounds: int, seed: int, workers: int = WORKERS) -> list[dict[str, Any]]:
+    """One row per (profile, record count): wall seconds of raw encode, and of reconstruct_records one at a time,
+    on ``workers`` threads and on ``workers`` processes, each as a ratio against the raw encode."""
+    rows = []
+    for profile in PROFILES:
+        tok, prof = load_tokenizer(profile=profile), get_profile(profile)
+        enc = tok.encoding
+        for n in counts:
+            records = _records(n, "ordinary", profile)
+            texts = [render_turn_with_flags(as_turn(r["response"]), prof).text for r in records]
+            # the bundled tokenizer (K3 records switch to K3's), which worker processes can load again
+            expected = [r.to_dict() for r in reconstruct_records(records)]
+            threaded = [r.to_dict() for r in reconstruct_records(records, workers=workers)]
+
+            def run(**kw: Any) -> Callable[[], None]:
+                def go() -> None:
+                    for _ in reconstruct_records(records, **kw):
+                        pass
+
+                return go
+
+            funcs: dict[str, Callable[[], object]] = {
+                "raw encode, 1 thread": lambda: [enc.encode(t, allowed_special="all") for t in texts],
+                "one at a time": run(),
+                f"{workers} threads": run(workers=workers),
+            }
+            funcs[f"{workers} processes"] = run(workers=workers, executor="processes")
+            best = {k: min(v) for k, v in best_of(funcs, rounds, seed).items()}
+            raw = best["raw encode, 1 thread"]
+            split = gil_share(records[: min(n, 2000)], tok, profile, rounds, seed)
+            rows.append({
+                "profile": profile, "records": n, "best_s": best, "ratio_vs_raw": {k: raw / v for k, v in best.items()},
+                "threads_vs_one": best["one at a time"] / best[f"{workers} threads"],
+                "processes_vs_one": best["one at a time"] / best[f"{workers} processes"],
+                "gil": split, "threads_equal_one": threaded == expected,
+            })
+    return rows
+
+
+def lines(result: Mapping[str, Any]) -> list[str]:
+    out = ["one turn (process CPU, best of rounds): reconstruct_output_ids against raw encode(text, allowed_special='all')"]
+    out.append(f"  {'profile':<10} {'length':<9} {'input':<7} {'chars':>6} {'raw µs':>8} {'recon µs':>9} {'ratio':>7} {'overhead µs':>12}")
+    for r in result["per_turn"]:
+        out.append(
+            f"  {r['profile']:<10} {r['length']:<9} {r['shape']:<7} {r['chars_per_turn']:>6.0f} {r['raw_us']:>8.1f} "
+            f"{r['reconstruct_us']:>9.1f} {r['ratio']:>6.3f}x {r['overhead_us']:>+12.1f}"
+        )
+    out.append("many turns (wall, best of rounds): reconstruct_records over ordinary records, ratio against raw encode on 1 thread")
+    for r in result["many"]:
+        ratios = ", ".join(f"{k} {v:.2f}x" for k, v in r["ratio_vs_raw"].items() if not k.startswith("raw"))
+        g = r["gil"]
+        out.append(f"  {r['profile']:<10} {r['records']:>6} records: {ratios}; against one at a time: threads "
+                   f"{r['threads_vs_one']:.2f}x, processes {r['processes_vs_one']:.2f}x")
+        out.append(f"  {'':<10} GIL held {g['held_us']:.1f} of {g['all_us']:.1f} µs a record ({g['held_share']:.0%}; "
+                   f"{g['rust_calls_per_record']:.1f} Rust calls = {g['rust_us']:.1f} µs): 2 threads can reach at most "
+                   f"{g['thread_bound']:.2f}x one at a time; threaded results equal one at a time: {'yes' if r['threads_equal_one'] else 'NO'}")
+    return out
+
+
+def measure(quick: bool, rounds: int, seed: int) -> dict[str, Any]:
+    sizes = {"ordinary": 200, "long": 20} if quick else {"ordinary": 2000, "long": 200}
+    counts = (500,) if quick else (1000, 10_000)
+    return {
+        "per_turn": per_turn(sizes, rounds, seed),
+        "many": many_turns(counts, max(2, rounds // 2) if quick else rounds, seed),
+        "cpus": os.cpu_count(),
+    }
+
+
+def failures(result: Mapping[str, Any]) -> list[str]:
+    return [f"{r['profile']} {r['records']} records: threaded results differ from one at a time" for r in result["many"] if not r["threads_equal_one"]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="200 ordinary and 20 long turns a cell; 500 records")
+    p.add_argument("--rounds", type=int, help="rounds per measurement (default: 5 full, 3 quick)")
+    p.add_argument("--seed", type=int, default=corpus.DEFAULT_SEED)
+    p.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    ns = p.parse_args(argv)
+    result = measure(ns.quick, ns.rounds or (3 if ns.quick else 5), ns.seed)
+    print("\n".join(lines(result)))
+    if ns.json:
+        print(json.dumps(result, default=str))
+    return 2 if failures(result) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,113 @@
+"""The K2.x turn renderer (``ChatProfile.format == "k2"``): what a K2.x model wrote after its generation
+prompt, as segments. The dispatch by format (:mod:`kimi_recon._formats`) reaches it; :mod:`kimi_recon.render`
+re-exports it and the marker texts."""
+
+from __future__ import annotations
+
+from ._arguments import instance_argument
+from ._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
+from .flags import Flag, FlagCode
+from .models import AssistantTurn
+from .profiles import ChatProfile
+from .segments import RenderedTurn, Segment, marker
+from .special_tokens import SPECIAL_TOKENS, special_texts_in
+
+THINK_BEGIN = "<think>"
+THINK_END = "</think>"
+IM_END = "<|im_end|>"
+SECTION_BEGIN = "<|tool_calls_section_begin|>"
+SECTION_END = "<|tool_calls_section_end|>"
+CALL_BEGIN = "<|tool_call_begin|>"
+ARGUMENT_BEGIN = "<|tool_call_argument_begin|>"
+CALL_END = "<|tool_call_end|>"
+
+_KNOWN_SPECIAL_TEXTS = frozenset(SPECIAL_TOKENS.texts())
+
+
+def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
+    """The segments of what a K2.x model wrote after its generation prompt, and what was noticed (options
+    already checked by :func:`kimi_recon.render.render_turn_with_flags`)."""
+    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn (see as_turn)")
+    instance_argument(prof, "prof", ChatProfile, "a ChatProfile (see get_profile)")
+    flags: list[Flag] = []
+    noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
+    segments: list[Segment] = []
+    specials: set[str] = set()  # every special-token-shaped text: the markers, then what the fields hold
+    reasoning = turn.reasoning or ""
+    renders_reasoning = thinking and prof.thinking_style != "none"
+    # A cut-off turn with no content and no tool calls stopped inside its reasoning.
+    in_reasoning = renders_reasoning and turn.truncated and not turn.content and not turn.tool_calls and bool(reasoning)
+    if prof.thinking_style == "model_opens":
+        segments.append(_THINK_BEGIN)
+    if renders_reasoning:
+        _add_field(segments, reasoning, "reasoning", specials, noted)
+    if (renders_reasoning or prof.thinking_style == "model_opens") and not in_reasoning:
+        segments.append(_THINK_END)
+    if reasoning and not renders_reasoning:
+        why = "thinking=False" if prof.thinking_style != "none" else f"profile {prof.name} has no thinking"
+        flags.append(Flag(FlagCode.REASONING_DROPPED, f"the turn has {len(reasoning)} characters of reasoning, not rendered ({why})", "reasoning"))
+    if not turn.reasoning_complete:
+        flags.append(Flag(FlagCode.REASONING_INCOMPLETE, "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
+
+    if turn.content:
+        _add_field(segments, turn.content, "content", specials, noted)
+    if turn.tool_calls:
+        segments.append(_SECTION_BEGIN)
+        for i, call in enumerate(turn.tool_calls):
+            where = f"tool_calls[{i}]"
+            call_id = call.id
+            if call_id is None:
+                call_id = model_tool_call_id(call.name, call_index_offset + i)
+                flags.append(Flag(FlagCode.GENERATED_TOOL_CALL_ID, f"no id given; wrote the model's own {call_id!r}", f"{where}.id"))
+            elif not MODEL_TOOL_CALL_ID.fullmatch(call_id) and turn.metadata.get("keep_server_call_ids"):
+                flags.append(Flag(FlagCode.FOREIGN_TOOL_CALL_ID, f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server issued it, and it was kept as asked", f"{where}.id"))
+            elif not MODEL_TOOL_CALL_ID.fullmatch(call_id):
+                # A server issued it (call_…, chatcmpl-tool-…): the K2.x model always writes functions.NAME:IDX,
+                # so that is written, at the conversation-wide index it writes when it follows its template.
+                written = model_tool_call_id(call.name, call_index_offset + i)
+                flags.append(
+                    Flag(
+                        FlagCode.REPLACED_TOOL_CALL_ID,
+                        f"id {call_id!r} was issued by a server, not written by the model; wrote the model's own "
+                        f"{written!r} (the index {call_index_offset + i} is assumed: calls before this turn + position)",
+                        f"{where}.id",
+                    )
+                )
+                call_id = written
+            if not call.arguments_are_json:
+                flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
+            segments.append(_CALL_BEGIN)
+            _add_field(segments, call_id, f"{where}.id", specials, noted)
+            segments.append(_ARGUMENT_BEGIN)
+            _add_field(segments, call.arguments_text, f"{where}.function.arguments", specials, noted)
+            segments.append(_CALL_END)
+        segments.append(_SECTION_END)
+    if turn.truncated:
+        where = "reasoning" if in_reasoning else "output"
+        flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no <|im_end|> rendered", "finish_reason"))
+        if turn.tool_calls:
+            flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
+    else:
+        segments.append(marker(stop))
+    fields_plain = not specials  # nothing found in the fields so far
+    specials.update(seg.text for seg in segments if seg.special)
+    return RenderedTurn(tuple(segments), tuple(flags + noted), frozenset(specials), fields_plain)
+
+
+_THINK_BEGIN, _THINK_END = marker(THINK_BEGIN), marker(THINK_END)
+_SECTION_BEGIN, _SECTION_END = marker(SECTION_BEGIN), marker(SECTION_END)
+_CALL_BEGIN, _ARGUMENT_BEGIN, _CALL_END = marker(CALL_BEGIN), marker(ARGUMENT_BEGIN), marker(CALL_END)
+
+
+def _add_field(segments: list[Segment], text: str, field: str, specials: set[str], noted: list[Flag]) -> None:
+    """Append a field's text (nothing for empty text); add the special-token-shaped texts it holds to
+    ``specials``, and a flag to ``noted`` when some are special tokens."""
+    if not text:
+        return
+    segments.append(Segment(text, field))
+    if "<" in text or "[" in text:
+        shaped = special_texts_in(text)
+        specials.update(shaped)
+        found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
+        if found:
+            noted.append(Flag(FlagCode.SPECIAL_TEXT_IN_FIELD, f"contains special-token text {found}; one encode makes it special ids", field))
