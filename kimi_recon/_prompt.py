@@ -43,14 +43,12 @@ def _deep_sorted(value: Any) -> Any:
     return value
 
 
-def _render_prompt(
-    messages: Sequence[Mapping[str, Any]], options: RecordOptions, tokenizer: KimiTokenizer | None, template: str | None
-) -> str:
+def _render_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tokenizer: KimiTokenizer | None) -> str:
     prof, thinking = options.profile, options.thinking
     segments = _prompt_segments(messages, options)
     if segments is not None:
         return "".join(s.text for s in segments)
-    source = template if template is not None else prof.template_source()
+    source = options.template if options.template is not None else prof.template_source()
     if source is None:
         tok = checked_tokenizer(tokenizer) or load_tokenizer()
         source = tok.chat_template
@@ -82,29 +80,27 @@ def _prompt_segments(messages: Sequence[Mapping[str, Any]], options: RecordOptio
     )
 
 
-def _encode_prompt(
-    messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer, template: str | None
-) -> tuple[list[int], str]:
+def _encode_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions, tok: KimiTokenizer) -> tuple[list[int], str]:
     """The prompt's ids and its text."""
     if isinstance(messages, ArrowMessages):
-        return _encode_arrow_prompt(messages, options, tok, template)
+        return _encode_arrow_prompt(messages, options, tok)
     segments = _prompt_segments(messages, options)
     if segments is not None:
         return encode_segments(segments, tok, options.profile), "".join(s.text for s in segments)
-    text = _render_prompt(messages, options, tok, template)
+    text = _render_prompt(messages, options, tok)
     # encode()'s ids, faster: the encode is given the special-token texts the prompt holds
     return tok.encode_with_specials(text, frozenset(special_texts_in(text))), text
 
 
-def _encode_arrow_prompt(messages: ArrowMessages, options: RecordOptions, tok: KimiTokenizer, template: str | None) -> tuple[list[int], str]:
+def _encode_arrow_prompt(messages: ArrowMessages, options: RecordOptions, tok: KimiTokenizer) -> tuple[list[int], str]:
     """The prompt of messages read from Arrow: without Arrow's nulls, refused when the nulls change its text
     (a null the renderer refuses cannot be the original's: that form is not compared)."""
     if messages.refusal is not None:
         raise messages.refusal
-    ids, text = _encode_prompt(list(messages), options, tok, template)
+    ids, text = _encode_prompt(list(messages), options, tok)
     if messages.nulls:
         try:
-            with_nulls = _render_prompt(messages.with_nulls, options, tok, template)
+            with_nulls = _render_prompt(messages.with_nulls, options, tok)
         except InvalidInputError:
             return ids, text
         if with_nulls != text:

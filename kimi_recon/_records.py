@@ -414,7 +414,7 @@ def record_token_counts(
 
             try:
                 opts = parse_options(rec, profile=profile, thinking=thinking)
-                prompt_len = len(_encode_prompt(messages, opts, tokenizer_for_profile(tokenizer, opts.profile), None)[0])
+                prompt_len = len(_encode_prompt(messages, opts, tokenizer_for_profile(tokenizer, opts.profile))[0])
             except (InvalidInputError, TypeError, ValueError) as err:
                 why = f"the prompt could not be rendered to check usage.{PROMPT}: {type(err).__name__}: {err}"
                 unchecked = (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, why, f"usage.{PROMPT}"),)

@@ -1,6 +1,7 @@
 """The options a record (or a call) sets for rendering: ``profile``, ``thinking``, ``tools``,
 ``call_index_offset``, ``template_kwargs`` and the ``kimi-k3`` prompt options ``thinking_effort`` and
-``tool_choice``, read by one function, :func:`parse_options`.
+``tool_choice``, read by one function, :func:`parse_options`, into one frozen :class:`RecordOptions` (with
+the call's ``template``, which no record sets) that the prompt and sample builders take as it is.
 
 Every command and every API function that takes these goes through it, so a value means the same
 everywhere: ``thinking`` is a bool (``"false"`` is refused, not read as true); ``tools`` may be a list
@@ -75,7 +76,8 @@ _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitio
 @dataclass(frozen=True)
 class RecordOptions:
     """Checked rendering options. ``tools`` None means no tools; ``call_index_offset`` None means
-    "count the tool calls of the conversation"; ``flags`` says what reading them changed."""
+    "count the tool calls of the conversation"; ``template`` None means the profile's own chat template;
+    ``flags`` says what reading them changed."""
 
     profile: ChatProfile
     thinking: bool
@@ -84,6 +86,7 @@ class RecordOptions:
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     thinking_effort: str | None = None
     tool_choice: Any = None
+    template: str | None = None
     flags: tuple[Flag, ...] = ()
 
 
@@ -97,6 +100,7 @@ def parse_options(
     template_kwargs: object = None,
     thinking_effort: object = None,
     tool_choice: object = None,
+    template: str | None = None,
     sample: object = None,
     read: Collection[str] = OPTION_KEYS,
     model: object = None,
@@ -107,6 +111,9 @@ def parse_options(
 
     ``read`` lists the record keys a caller uses (reconstruction has no prompt, so it does not read
     ``tools`` or ``template_kwargs``); the keywords are checked whatever ``read`` says.
+
+    ``template`` (the chat template text replacing the profile's) is a call's option, never a record's; it is
+    kept as given: the chat-template renderer checks it, and a profile rendered in Python (``kimi-k3``) has none.
 
     With no profile (neither the record's nor ``profile``), the model id decides: ``model`` (the response's),
     else the record's own ``model`` key, else ``kimi-k2.5`` (:func:`~kimi_recon.profiles.profile_or_model`)."""
@@ -133,6 +140,7 @@ def parse_options(
             template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),
             thinking_effort=_thinking_effort(pick("thinking_effort", thinking_effort)),
             tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon._k3_prompt)
+            template=template,
             flags=flags,
         )
     except InvalidInputError as err:

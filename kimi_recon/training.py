@@ -85,6 +85,8 @@ def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
     return total
 
 
+# render_prompt, encode_prompt and build_training_sample spell their keywords out (public signatures, pinned by
+# tests/test_prompt_options.py) and read them once, by parse_options, into the RecordOptions everything below takes.
 def render_prompt(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | str | None = None,
@@ -111,11 +113,12 @@ def render_prompt(
         profile=profile,
         thinking=thinking,
         tools=tools,
+        template=template,
         template_kwargs=template_kwargs,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _render_prompt(messages, options, tokenizer, template)
+    return _render_prompt(messages, options, tokenizer)
 
 
 def prompt_segments(
@@ -149,11 +152,12 @@ def encode_prompt(
         profile=profile,
         thinking=thinking,
         tools=tools,
+        template=template,
         template_kwargs=template_kwargs,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile), template)[0]
+    return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile))[0]
 
 
 def build_training_sample(
@@ -198,12 +202,13 @@ def build_training_sample(
         profile=profile,
         thinking=thinking,
         tools=tools,
+        template=template,
         template_kwargs=template_kwargs,
         call_index_offset=call_index_offset,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
     )
-    return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), template, stop, server)
+    return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), stop, server)
 
 
 def _build(
@@ -211,16 +216,16 @@ def _build(
     turn: AssistantTurn,
     options: RecordOptions,
     tok: KimiTokenizer,
-    template: str | None,
     stop: str | None = None,
     server: str | ServerProfile | None = None,
     usage: Mapping[str, Any] | None = None,
 ) -> TrainingSample:
     prof = options.profile
     messages = _without_the_turn(messages, turn)
-    prompt_ids, prompt_text = _encode_prompt(messages, options, tok, template)
+    prompt_ids, prompt_text = _encode_prompt(messages, options, tok)
     prompt_flag = surrogate_flag(prompt_text, "messages")
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
+    # (the public door checks profile/thinking/offset again, through turn_options: cheap, and stop/server are its own)
     output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop, server=server, usage=usage)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
@@ -291,11 +296,11 @@ def sample_from_record(
         if not isinstance(messages, list):
             raise InvalidInputError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
         turn = turn_of_record(record)
-        options = parse_options(record, profile=profile, thinking=thinking, model=turn.metadata.get("model"))
+        options = parse_options(record, profile=profile, thinking=thinking, template=template, model=turn.metadata.get("model"))
         tok = tokenizer_for_profile(tokenizer, options.profile)
         srv = record_server(record, server)
         usage = record.get("usage")
-        sample = _build(messages, turn, options, tok, template, server=srv, usage=usage if isinstance(usage, Mapping) else None)
+        sample = _build(messages, turn, options, tok, server=srv, usage=usage if isinstance(usage, Mapping) else None)
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
     counts, _ = record_token_counts(

@@ -62,20 +62,48 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _read_number(kind: type[float] | type[int], text: str) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+
+
+def _out_of_range(text: str, low: float, high: float = math.inf, *, above: bool = False) -> argparse.ArgumentTypeError:
+    bound = f"above {low:g}" if above else f"at least {low:g}"
+    return argparse.ArgumentTypeError(f"must be {bound}" + (f" and at most {high:g}" if high != math.inf else "") + f", got {text}")
+
+
 def _number(kind: type[float] | type[int], low: float, high: float = math.inf, *, above: bool = False) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` in [low, high] (or (low, high] with ``above``), finite."""
+    """An argparse type: ``kind`` in [low, high] (or (low, high] with ``above``), finite. (For a request setting,
+    whose range only the command line sets; a run setting's is the config's: :func:`_setting`.)"""
 
     def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        value = _read_number(kind, text)
         if not math.isfinite(value) or value < low or (above and value == low) or value > high:
-            bound = f"above {low:g}" if above else f"at least {low:g}"
-            raise argparse.ArgumentTypeError(f"must be {bound}" + (f" and at most {high:g}" if high != math.inf else "") + f", got {text}")
+            raise _out_of_range(text, low, high, above=above)
         return value
 
     parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _setting(name: str) -> Callable[[str], Any]:
+    """An argparse type for the :class:`~kimi_recon.openrouter.generate.GenerateConfig` setting ``name``: the
+    text read as a number, whose range the config's own check decides (:func:`~.generate._check_setting`,
+    imported once a flag is given: the command imports it anyway), refused in a flag's words."""
+
+    def parse(text: str) -> Any:
+        from .generate import _SETTING_RANGES, _check_setting
+
+        setting = _SETTING_RANGES[name]
+        value = _read_number(int if setting.integer else float, text)
+        try:
+            _check_setting(name, value)
+        except KimiReconError:
+            raise _out_of_range(text, setting.low, above=setting.above) from None
+        return value
+
     return parse
 
 
@@ -134,9 +162,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("transport")
     g.add_argument("--base-url", type=_url, default=None, help="API base URL (default: $OPENROUTER_BASE_URL or https://openrouter.ai/api/v1)")
-    g.add_argument("--concurrency", type=_number(int, 1), default=4, help="requests in flight (default: %(default)s)")
-    g.add_argument("--timeout", type=_number(float, 0, above=True), default=600.0, help="seconds per connect/read (default: %(default)s)")
-    g.add_argument("--max-retries", type=_number(int, 0), default=4, help="retries on 429/5xx/timeouts (default: %(default)s)")
+    g.add_argument("--concurrency", type=_setting("concurrency"), default=4, help="requests in flight (default: %(default)s)")
+    g.add_argument("--timeout", type=_setting("timeout"), default=600.0, help="seconds per connect/read (default: %(default)s)")
+    g.add_argument("--max-retries", type=_setting("max_retries"), default=4, help="retries on 429/5xx/timeouts (default: %(default)s)")
     g.add_argument("--app-url", default=None, help="HTTP-Referer header for OpenRouter attribution")
     g.add_argument("--app-title", default=None, help="X-Title header for OpenRouter attribution")
 
@@ -156,13 +184,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--max-cost",
-        type=_number(float, 0),
+        type=_setting("max_cost"),
         default=None,
         help="send no prompt whose answer (priced as the dearest one so far) would take this run past this many USD; stops when a cost is unknown",
     )
-    g.add_argument("--limit", type=_number(int, 0), default=None, help="send at most this many prompts in this run")
+    g.add_argument("--limit", type=_setting("limit"), default=None, help="send at most this many prompts in this run")
     g.add_argument("--retry-errors", action="store_true", help="send again the prompts whose last row in OUT is an error (by default error rows count as done)")
-    g.add_argument("--grace", type=_number(float, 0), default=30.0, help="seconds the requests in flight get to finish after a first Ctrl-C/SIGTERM (default: %(default)s)")
+    g.add_argument("--grace", type=_setting("grace_period"), default=30.0, help="seconds the requests in flight get to finish after a first Ctrl-C/SIGTERM (default: %(default)s)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (also: TQDM_DISABLE=1)")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary on stderr unless something failed")
     g.add_argument("--no-fsync", action="store_true", help="do not fsync each row (faster; a power cut may lose recent rows)")

@@ -208,6 +208,7 @@ class OpenRouterError(ServerReportedError):
 
     reporter = "OpenRouter"
 
+    # The parent's keywords spelled out again, not **kwargs: a typed signature for mypy, IDEs and help().
     def __init__(
         self,
         message: str,

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 from .._arguments import bool_argument, instance_argument, path_argument
 from .._io import check_input, refuse_output_is_input
@@ -89,17 +89,13 @@ class GenerateConfig:
             bool_argument(getattr(self, flag), flag)
         for text in ("profile", "tokenizer", "server"):
             instance_argument(getattr(self, text), text, str, "a str", none=text != "profile")
-        _require(_is_int(self.concurrency) and self.concurrency >= 1, "concurrency", "an integer of at least 1", self.concurrency)
-        _require(_is_int(self.max_retries) and self.max_retries >= 0, "max_retries", "an integer of 0 or more", self.max_retries)
-        _require(_is_number(self.timeout) and self.timeout > 0, "timeout", "a number of seconds above 0", self.timeout)
-        _require(_is_number(self.retry_base_delay) and self.retry_base_delay >= 0, "retry_base_delay", "a number of 0 or more", self.retry_base_delay)
-        _require(self.limit is None or (_is_int(self.limit) and self.limit >= 0), "limit", "an integer of 0 or more", self.limit)
-        _require(_is_number(self.grace_period) and self.grace_period >= 0, "grace_period", "a number of seconds of 0 or more", self.grace_period)
+        for name in ("concurrency", "max_retries", "timeout", "retry_base_delay", "limit", "grace_period"):
+            _check_setting(name, getattr(self, name))
         if self.server is not None:
             from ..servers import get_server
 
             get_server(self.server)  # a typo fails before anything is sent
-        _require(self.max_cost is None or (_is_number(self.max_cost) and self.max_cost >= 0), "max_cost", "a number of 0 or more", self.max_cost)
+        _check_setting("max_cost", self.max_cost)
         _require(
             isinstance(self.base_url, str) and self.base_url.startswith(("http://", "https://")),
             "base_url", "an http:// or https:// URL", self.base_url,
@@ -110,11 +106,57 @@ class GenerateConfig:
         get_profile(self.profile)
 
 
-def _is_int(value: object) -> bool:
+@dataclass(frozen=True)
+class _SettingRange:
+    """The values a numeric setting of :class:`GenerateConfig` may take: its one check, which the ``generate``
+    command runs on its flags too (:mod:`kimi_recon.openrouter.cli`, which says it in a flag's words)."""
+
+    integer: bool
+    low: float
+    #: the config's words for the range: "must be {what}, got …"
+    what: str
+    #: ``low`` itself is out of range
+    above: bool = False
+    #: None (no limit) is allowed
+    none: bool = False
+
+    def holds(self, value: object) -> bool:
+        if value is None:
+            return self.none
+        if self.integer and _is_int(value):
+            number: float = value
+        elif not self.integer and _is_number(value):
+            number = value
+        else:
+            return False
+        return number > self.low if self.above else number >= self.low
+
+
+#: The numeric settings of :class:`GenerateConfig` that have a range.
+_SETTING_RANGES: dict[str, _SettingRange] = {
+    "concurrency": _SettingRange(True, 1, "an integer of at least 1"),
+    "max_retries": _SettingRange(True, 0, "an integer of 0 or more"),
+    "timeout": _SettingRange(False, 0, "a number of seconds above 0", above=True),
+    "retry_base_delay": _SettingRange(False, 0, "a number of 0 or more"),
+    "limit": _SettingRange(True, 0, "an integer of 0 or more", none=True),
+    "grace_period": _SettingRange(False, 0, "a number of seconds of 0 or more"),
+    "max_cost": _SettingRange(False, 0, "a number of 0 or more", none=True),
+}
+
+
+def _check_setting(name: str, value: object) -> None:
+    """Raise :class:`~kimi_recon.errors.InvalidInputError` naming ``name`` when ``value`` is out of its
+    :data:`_SETTING_RANGES` range."""
+    setting = _SETTING_RANGES[name]
+    _require(setting.holds(value), name, setting.what, value)
+
+
+# Not _arguments.int_argument/number_argument: those take numpy integers and infinities, and word their errors otherwise.
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -290,12 +332,13 @@ def _row_for(
     rebuild: Reconstructor | None,
     secret: str,
     decode: Decoder | None = None,
-) -> dict[str, Any]:
-    """The output row of one outcome; reconstruction failures keep the response (it was paid for)."""
+) -> tuple[dict[str, Any], TokenCounts | None]:
+    """The output row of one outcome, and the usage check it carries (for the run's tally, so the writer does
+    not read it back from the row); reconstruction failures keep the response (it was paid for)."""
     prompt = outcome.prompt
     if outcome.error is not None or outcome.turn is None or outcome.response is None:
         error = outcome.error or {"type": "internal", "code": None, "message": "no turn and no error"}
-        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
+        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call), None
     # A server-issued id is only worth replacing where the model writes one (not in K3).
     fix_ids = config.fix_tool_call_ids and get_profile(config.profile).writes_tool_call_ids
     turn = replace_foreign_call_ids(outcome.turn) if fix_ids else _keeping_server_ids(outcome.turn)
@@ -305,13 +348,13 @@ def _row_for(
         field_name = getattr(err, "field", None)
         message = redact_text(f"prompt {prompt.id!r}: reconstruction failed: {err}", secret)
         error = {"type": "reconstruction", "code": None, "message": message, "field": field_name}
-        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call)
+        return error_row(prompt.id, options.model, error, line=prompt.line, response=outcome.response, call=outcome.call), None
     if rebuilt is not None and config.check_usage:
         rebuilt = _with_usage_check(rebuilt, outcome, turn, config.profile, config.server)
     row = ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
     if decode is not None and _ids_hold_secret(row, decode, secret):
-        return without_secret(row)
-    return row
+        return without_secret(row), None
+    return row, rebuilt.token_counts if rebuilt is not None else None
 
 
 def _keeping_server_ids(turn: AssistantTurn) -> AssistantTurn:
@@ -481,13 +524,14 @@ def run_generate(
         started = time.monotonic()
         bar = tqdm(total=len(todo), unit="prompt", file=err_stream, disable=not (config.progress and todo), dynamic_ncols=True)
 
-        def write(row: dict[str, Any]) -> None:
+        def write(row: dict[str, Any], token_counts: TokenCounts | None = None) -> None:
+            """Append ``row``; ``token_counts`` is the usage check it carries (:func:`_row_for`)."""
             nonlocal tokens
             status = out.append(row)  # may differ from the row's: e.g. a response that echoed the key
             counts["written"] += 1
             counts["ok" if status == "ok" else "errors"] += 1
             if status == "ok":
-                tally.add(row.get("provider"), TokenCounts.from_dict(row.get("token_counts")))
+                tally.add(row.get("provider"), token_counts)
             budget.add(row)
             usage = row.get("usage")
             if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
@@ -571,7 +615,7 @@ class _Signals:
 def _dispatch(
     prompts: list[Prompt],
     run: _Run,
-    write: Callable[[dict[str, Any]], None],
+    write: Callable[[dict[str, Any], TokenCounts | None], None],
     budget: _Spend,
 ) -> tuple[str | None, bool]:
     """Feed ``prompts`` to worker threads, ``concurrency`` at a time, writing each row as it completes;
@@ -636,12 +680,13 @@ def _dispatch(
                         refused, stopped = True, _refused_reason(outcome)
                     continue
                 try:
-                    row = _row_for(outcome, run.options, config, run.rebuild, run.secret, run.decode)
+                    row, token_counts = _row_for(outcome, run.options, config, run.rebuild, run.secret, run.decode)
                 except Exception as err:  # noqa: BLE001 - never lose a prompt to a bug in row building
                     message = redact_text(f"prompt {outcome.prompt.id!r}: {type(err).__name__}: {err}", run.secret)
                     error = {"type": "internal", "code": None, "message": message}
                     row = error_row(outcome.prompt.id, run.options.model, error, line=outcome.prompt.line, response=outcome.response)
-                write(row)
+                    token_counts = None
+                write(row, token_counts)
     finally:
         for _ in range(n_workers):
             work.put(None)

@@ -320,18 +320,10 @@ def _merge_choice(acc: _Assembly, ch: object, sample: object) -> None:
             parts = []
             setattr(acc, name, parts)
         parts.append(piece)
-    details = delta.get("reasoning_details")
-    if details is not None:
-        if not isinstance(details, Sequence) or isinstance(details, (str, bytes)):
-            raise _fail(f"must be a list, got {type(details).__name__}", "stream.delta.reasoning_details", sample)
-        for detail in details:
-            _merge_detail(acc.details, detail, sample)
-    calls = delta.get("tool_calls")
-    if calls is not None:
-        if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)):
-            raise _fail(f"must be a list, got {type(calls).__name__}", "stream.delta.tool_calls", sample)
-        for call in calls:
-            _merge_call(acc.calls, call, sample)
+    for detail in _delta_list(delta, "reasoning_details", sample):
+        _merge_detail(acc.details, detail, sample)
+    for call in _delta_list(delta, "tool_calls", sample):
+        _merge_call(acc.calls, call, sample)
     if ch.get("finish_reason") is not None:
         acc.finish_reason = ch["finish_reason"]
     if ch.get("native_finish_reason") is not None:
@@ -367,6 +359,16 @@ def _details_joined(detail: dict[str, Any]) -> dict[str, Any]:
 
 
 _DETAIL_TEXT_FIELD = {"reasoning.text": "text", "reasoning.summary": "summary", "reasoning.encrypted": "data"}
+
+
+def _delta_list(delta: Mapping[str, Any], name: str, sample: object) -> Sequence[object]:
+    """``delta[name]``, a list (empty when the delta has none); anything else is refused, naming the field."""
+    items = delta.get(name)
+    if items is None:
+        return ()
+    if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
+        raise _fail(f"must be a list, got {type(items).__name__}", f"stream.delta.{name}", sample)
+    return items
 
 
 def _merge_detail(merged: list[dict[str, Any]], detail: object, sample: object) -> None:

@@ -146,10 +146,10 @@ def test_ids_that_spell_a_piece_of_the_key_are_not_written_even_when_no_text_fie
         return Rebuilt(tok.encode("harmless"), "text", prompt_ids=tok.encode(f"user: {API_KEY[:20]}"))
 
     config = GenerateConfig(prompts=tmp_path / "p", output=tmp_path / "o", options=RequestOptions(model="m"), check_usage=False)
-    row = _row_for(outcome, config.options, config, rebuild, API_KEY, tok.decode)
+    row, _ = _row_for(outcome, config.options, config, rebuild, API_KEY, tok.decode)
     assert row["status"] == "error" and row["error"]["type"] == "api_key_in_response"
     assert "prompt_ids" not in row and "output_ids" not in row
-    clean = _row_for(outcome, config.options, config, rebuild, "sk-or-v1-" + "f1e2d3c4b5a6" * 5, tok.decode)
+    clean, _ = _row_for(outcome, config.options, config, rebuild, "sk-or-v1-" + "f1e2d3c4b5a6" * 5, tok.decode)
     assert clean["status"] == "ok" and clean["prompt_ids"]
 
 

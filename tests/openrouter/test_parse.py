@@ -426,3 +426,19 @@ def test_sse_bytes_split_anywhere_give_the_same_turn(content: str, reasoning: st
     points = sorted({c % (len(body) + 1) for c in cuts})
     blocks = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
     assert turn_from_stream(iter_sse_lines(blocks)) == turn_from_stream(stream_chunks(resp, pieces=3))
+
+
+@pytest.mark.parametrize("name", ["reasoning_details", "tool_calls"])
+@pytest.mark.parametrize(("value", "kind"), [("x", "str"), ({"a": 1}, "dict"), (5, "int"), (b"y", "bytes"), (True, "bool")])
+def test_a_stream_delta_list_that_is_not_a_list_is_refused_naming_its_field(name: str, value: object, kind: str) -> None:
+    chunk = {"choices": [{"index": 0, "delta": {name: value}}]}
+    with pytest.raises(KimiReconError) as err:
+        assemble_stream([chunk], sample="s1")
+    assert str(err.value) == f"sample 's1', field 'stream.delta.{name}': must be a list, got {kind}"
+
+
+@pytest.mark.parametrize("name", ["reasoning_details", "tool_calls"])
+@pytest.mark.parametrize("value", [None, []])
+def test_an_empty_or_null_stream_delta_list_adds_nothing(name: str, value: object) -> None:
+    response = assemble_stream([{"choices": [{"index": 0, "delta": {name: value}}]}])
+    assert response["choices"][0]["message"] == {"role": "assistant", "content": None}
