@@ -322,8 +322,9 @@ def turn_from_response(
 
 #: The keys of the stored message the fast reading takes (what datasets hold); any other key, which the general
 #: reading may turn into metadata or an error, sends the message there.
-_PLAIN_MESSAGE_KEYS = frozenset({"role", "content", "reasoning", "reasoning_content", "tool_calls"})
-_ROLE_ONLY = frozenset({"role"})
+_PLAIN_MESSAGE_KEYS = frozenset({"role", "content", "reasoning", "reasoning_content", "tool_calls", "finish_reason"})
+#: a bare message needs one of them (MESSAGE_FIELDS less reasoning_details, which the fast reading does not take)
+_GENERATED_KEYS = frozenset({"content", "reasoning", "reasoning_content", "tool_calls"})
 _PLAIN_ARGUMENTS = frozenset({str, dict})
 
 
@@ -331,16 +332,20 @@ def _plain_message_turn(message: dict[str, Any], call_index_offset: int, finish_
     """The turn :func:`turn_from_response` reads (``lenient=True``, no record-level logprobs) from a bare
     assistant message of the common shape, or None when ``message`` is anything else.
 
-    The common shape: only :data:`_PLAIN_MESSAGE_KEYS`; the role "assistant" or absent; content, reasoning and
+    The common shape: only :data:`_PLAIN_MESSAGE_KEYS`, one of them generated text or calls; the role "assistant" or absent; content, reasoning and
     reasoning_content strings or None, the two reasoning names not two different non-empty texts; tool calls
     None, empty or a list of dicts whose function is a dict with a non-empty string name and string or null
-    arguments, or an object JSON can write, and a string or null id; a record-level finish reason that is None or a known one other than
-    "error". On it every check of the general reading passes and it reads no other key, so the turn is the
+    arguments, or an object JSON can write, and a string or null id; a finish reason (the message's own when it
+    has the key, else the record-level one) that is None or a known one other than "error". On it every check of the general reading passes and it reads no other key, so the turn is the
     same (``tests/test_hot_path_shortcuts.py`` compares the two on generated messages). Everything else
     (which may raise, or carry metadata) is left to the general reading: this one never raises."""
     keys = message.keys()
-    if not keys <= _PLAIN_MESSAGE_KEYS or keys <= _ROLE_ONLY:
+    if not keys <= _PLAIN_MESSAGE_KEYS or not keys & _GENERATED_KEYS:
         return None  # (a message with no generated field is refused by the general reading)
+    if "finish_reason" in keys:  # some dumps put it in the message, where the general reading lets it win
+        finish_reason = message["finish_reason"]
+        if finish_reason is not None and type(finish_reason) is not str:
+            return None
     if message.get("role", "assistant") != "assistant" or (finish_reason is not None and (finish_reason == "error" or finish_reason not in FINISH_REASONS)):
         return None
     content = message.get("content")

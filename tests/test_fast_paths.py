@@ -33,6 +33,7 @@ ARGUMENTS = st.one_of(
     st.none(), st.just(""), TEXT, st.just("{}"), st.just('{"a": 1.50, "b": [1, 2]}'), st.just("[1]"), st.just("{not json"),
     st.dictionaries(st.text(max_size=3), st.integers() | st.text(max_size=3), max_size=2), st.integers(),
 )
+FINISH = st.sampled_from([None, "stop", "length", "tool_calls", "error", "content_filter", "weird"])
 CALL_ID = st.one_of(st.none(), st.just(""), st.just("functions.get:0"), st.just("call_abc"), TEXT, st.integers())
 
 
@@ -59,6 +60,7 @@ def message(draw: st.DrawFn) -> dict[str, Any]:
         ("reasoning", MAYBE_TEXT),
         ("reasoning_content", MAYBE_TEXT),
         ("tool_calls", st.one_of(st.none(), st.just([]), st.lists(tool_call(), max_size=3), ODD)),
+        ("finish_reason", st.one_of(FINISH, ODD)),  # stored dumps put it in the message, where it wins
     ):
         if draw(st.booleans()):
             msg[key] = draw(value)
@@ -78,9 +80,6 @@ def outcome(read: Any) -> tuple[Any, ...]:
         return ("error", type(err), str(err))
     assert isinstance(turn, AssistantTurn)
     return ("turn", turn, dict(turn.metadata), type(turn.content), type(turn.reasoning))
-
-
-FINISH = st.sampled_from([None, "stop", "length", "tool_calls", "error", "content_filter", "weird"])
 
 
 @settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -156,3 +155,11 @@ def test_a_prompt_call_argument_json_cannot_write_is_a_named_error() -> None:
 
     with pytest.raises(InvalidTurnError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.arguments"):
         _k3_prompt._history_call({"function": {"name": "f", "arguments": {"a": {1, 2}}}}, 0, "messages[1].tool_calls[0]")
+
+
+@pytest.mark.parametrize("finish", [None, "stop", "length", "tool_calls"])
+def test_a_stored_message_carrying_its_own_finish_reason_takes_the_fast_reading(finish: str | None) -> None:
+    msg = {"role": "assistant", "reasoning_content": "think", "content": "answer", "finish_reason": finish}
+    fast = responses._plain_message_turn(msg, 0, "stop")
+    assert fast is not None and fast.finish_reason == finish  # the message's own key wins over the record's
+    assert outcome(lambda: fast) == outcome(lambda: turn_from_response(MappingProxyType(msg), lenient=True, finish_reason="stop"))
