@@ -19,10 +19,10 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from . import _wiring
+from ._base import wiring as _wiring
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
-    from ._training_rows import build_samples, sample_batch
+    from ._batch.training_rows import build_samples, sample_batch
     from .audit import check_special_tokens, check_token_ids
     from .compare import Comparison, compare_ids
     from .dataset import audit_dataset, audit_record
@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from .tokenizer import KimiTokenizer, load_tokenizer
     from .training import TrainingSample, build_training_sample, render_prompt
 
-# The two references from a lower module to an upper one (see kimi_recon/_wiring.py), loaded by name on first
+# The two references from a lower module to an upper one (see kimi_recon/_base/wiring.py), loaded by name on first
 # use as every name below is: no module imports one above it.
 _wiring.profile_lookup = lambda profile: importlib.import_module(".profiles", __name__).get_profile(profile)
 _wiring.load_dispatch = functools.partial(importlib.import_module, "._formats", __name__)
@@ -69,8 +69,8 @@ _EXPORTS: dict[str, str] = {
     "render_prompt": "training",
     "build_training_sample": "training",
     "TrainingSample": "training",
-    "build_samples": "_training_rows",
-    "sample_batch": "_training_rows",
+    "build_samples": "_batch.training_rows",
+    "sample_batch": "_batch.training_rows",
     # the base of every error (the others: kimi_recon.errors)
     "KimiReconError": "errors",
 }
@@ -106,7 +106,7 @@ _MOVED: dict[str, tuple[str, str]] = {
     "SpecialToken": ("special_tokens", "SpecialToken"),
     "SpecialTokenRegistry": ("special_tokens", "SpecialTokenRegistry"),
     "render_tools_declaration": ("tool_declaration", "render_tools_declaration"),
-    "training_row": ("_training_rows", "training_row"),
+    "training_row": ("_batch.training_rows", "training_row"),
 }
 
 __all__ = [  # the names of _EXPORTS, spelled out for linters and IDEs (a test checks they agree)

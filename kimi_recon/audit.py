@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ._arguments import instance_argument
+from ._base.arguments import instance_argument
 from .errors import InvalidInputError, preview
 from .profiles import ChatProfile
 from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry, registry_matching

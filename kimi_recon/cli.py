@@ -11,13 +11,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._cli_common import sigterm_as_interrupt
-from ._io import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
-from ._terminal import terminal_safe
+from ._base.cli_common import sigterm_as_interrupt
+from ._base.files import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
+from ._base.terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
 
 if TYPE_CHECKING:
-    from ._training_rows import WriteSummary
+    from ._batch.training_rows import WriteSummary
     from .dataset import DatasetAudit
 
 
@@ -52,7 +52,7 @@ def cmd_audit_tokens(args: argparse.Namespace) -> int:
 def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | None]]) -> None:
     """Inputs exist and are readable, no output is the input, and no two outputs are one file: checked
     before any output is opened."""
-    from ._report_io import check_distinct_outputs
+    from ._batch.report_io import check_distinct_outputs
 
     check_input(args.input)
     for option, path in outputs:
@@ -104,7 +104,7 @@ def cmd_reconstruct(args: argparse.Namespace) -> int:
 
 
 def _training_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    from ._training_rows import default_errors_path
+    from ._batch.training_rows import default_errors_path
 
     errors = args.errors if args.errors is not None else default_errors_path(args.output)
     return [("--output", args.output), ("--errors", errors)]
@@ -117,7 +117,7 @@ def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: 
 
 
 def cmd_build_samples(args: argparse.Namespace) -> int:
-    from ._training_rows import build_samples, write_training_rows
+    from ._batch.training_rows import build_samples, write_training_rows
 
     _check_files(args, _training_outputs(args))
     template = None
@@ -142,7 +142,7 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ._training_rows import write_training_rows
+    from ._batch.training_rows import write_training_rows
     from .openrouter.export import export_rows
 
     _check_files(args, _training_outputs(args))
@@ -175,7 +175,7 @@ def _audit_failures(args: argparse.Namespace, report: DatasetAudit) -> list[str]
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ._report_io import write_reports
+    from ._batch.report_io import write_reports
     from .dataset import audit_dataset
 
     args.input = _audit_input(args)
@@ -220,7 +220,7 @@ def _audit_input(args: argparse.Namespace) -> str:
     if args.sample:
         if args.input is not None:
             raise InvalidInputError("give an input file or --sample, not both", field="input")
-        from ._sample import sample_path
+        from ._batch.sample import sample_path
 
         return str(sample_path())
     if args.input is None:

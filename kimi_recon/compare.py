@@ -6,19 +6,19 @@ tokens around it on both sides. :func:`is_canonical` says whether ids are what o
 text gives; :func:`check_ids` validates an id list.
 
 This is the public face of six private modules, one job each: the result types and the kinds
-(:mod:`kimi_recon._comparison`), checks on one id list (:mod:`kimi_recon._ids`), splitting an id list into
-its parts (:mod:`kimi_recon._segmentation`), lining two up (:mod:`kimi_recon._align`), the rule that names
-the kind (:mod:`kimi_recon._classify`, the steps documented on :func:`compare_ids`) and the evidence
-(:mod:`kimi_recon._evidence`).
+(:mod:`kimi_recon._compare.comparison`), checks on one id list (:mod:`kimi_recon._compare.ids`), splitting an id list into
+its parts (:mod:`kimi_recon._compare.segmentation`), lining two up (:mod:`kimi_recon._compare.align`), the rule that names
+the kind (:mod:`kimi_recon._compare.classify`, the steps documented on :func:`compare_ids`) and the evidence
+(:mod:`kimi_recon._compare.evidence`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._arguments import instance_argument, int_argument
-from ._classify import SUBSTITUTE_MAX_TOKENS, classify
-from ._comparison import (
+from ._base.arguments import instance_argument, int_argument
+from ._compare.classify import SUBSTITUTE_MAX_TOKENS, classify
+from ._compare.comparison import (
     BENIGN_KINDS,
     EXACT,
     KINDS,
@@ -34,9 +34,9 @@ from ._comparison import (
     Region,
     TokenView,
 )
-from ._evidence import comparison
-from ._ids import check_ids, is_canonical
-from ._segmentation import id_view
+from ._compare.evidence import comparison
+from ._compare.ids import check_ids, is_canonical
+from ._compare.segmentation import id_view
 from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 
 __all__ = [

@@ -22,7 +22,7 @@ error); it is picklable and loads the tokenizer once per process, so it can be m
 pool, and returns a :class:`DatasetAudit`.
 
 This module holds the many-record operations and their tally; one record (its format, options, result
-types and per-record functions) is in :mod:`kimi_recon._records`, the process pool in :mod:`kimi_recon._pool`.
+types and per-record functions) is in :mod:`kimi_recon._records.record`, the process pool in :mod:`kimi_recon._batch.pool`.
 Every name above is importable from here.
 """
 
@@ -34,9 +34,9 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._arguments import int_argument
-from ._audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
-from ._pool import (
+from ._base.arguments import int_argument
+from ._batch.audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
+from ._batch.pool import (
     Executor,
     RecordReconstruction,
     _audit_chunk,
@@ -50,7 +50,7 @@ from ._pool import (
     choose_executor,
 )
 from ._profile_check import suggested_profile
-from ._records import (
+from ._records.record import (
     ERROR,
     REFERENCE_KEYS,
     RESPONSE_KEYS,
@@ -239,7 +239,7 @@ class DatasetAudit:
 
     def to_html(self) -> str:
         """The report as one self-contained HTML page, rendered from :meth:`to_dict` (no network, no script)."""
-        from ._report_io import report_html
+        from ._batch.report_io import report_html
 
         return report_html(self)
 
@@ -430,7 +430,7 @@ def audit_dataset(
     ``chunk_size`` records over that many threads of this process (``executor="threads"``: no start-up, any
     tokenizer object shared; tiktoken encodes with the GIL released, so the encodes run side by side) or worker
     processes (``executor="processes"``: the tokenizer loaded once per worker, which also spreads the Python
-    work); ``"auto"`` picks threads for 2 workers and processes for more (``kimi_recon._pool.choose_executor``;
+    work); ``"auto"`` picks threads for 2 workers and processes for more (``kimi_recon._batch.pool.choose_executor``;
     measured: docs/benchmarks.md, §10). At most ``4 * workers`` chunks are in flight; the result is the same
     as with ``workers=1``. ``progress`` None shows a
     tqdm bar when stderr is a terminal. No record is dropped: a malformed one is counted as an error

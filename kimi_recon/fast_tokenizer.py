@@ -20,8 +20,8 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._arguments import instance_argument
-from ._io import atomic_output
+from ._base.arguments import instance_argument
+from ._base.files import atomic_output
 from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
 from .errors import InvalidInputError, InvalidInputTypeError, OutputFileError, preview
 from .profiles import get_profile

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._arguments import choice_argument, instance_argument
+from ._base.arguments import choice_argument, instance_argument
 from .errors import InvalidInputError, InvalidInputTypeError, preview
 
 __all__ = [
@@ -107,7 +107,7 @@ class FlagCode(str, enum.Enum):
     so filtering on the exact names keeps working.
     """
 
-    # rendering a turn (kimi_recon.render, kimi_recon._k3)
+    # rendering a turn (kimi_recon.render, kimi_recon._render.k3)
     REASONING_DROPPED = "reasoning_dropped"
     REASONING_INCOMPLETE = "reasoning_incomplete"
     SPECIAL_TEXT_IN_FIELD = "special_text_in_field"

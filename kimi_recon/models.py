@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._repr import text_repr
+from ._base.reprs import text_repr
 from .errors import InvalidInputError, InvalidInputTypeError, InvalidTurnError, preview
 from .flags import Flag, FlagCode
 

@@ -3,7 +3,7 @@
 Everything that differs between the Kimi chat formats is data here: the K2.x formats (one encode of the
 rendered text is exact) and K3 (XTML tags, encoded segment by segment: one encode is wrong there). The
 code that differs is reached by the profile's data, from the modules above this one: its ``format`` picks
-the renderers (the dispatch in :mod:`kimi_recon._formats`), its ``encoding`` the encoder
+the renderers (the dispatch in :mod:`kimi_recon._render.formats`), its ``encoding`` the encoder
 (:func:`kimi_recon.segments.encode_segments`), and its ``special_tokens`` names the table
 (``SpecialTokenRegistry.for_profile``; the profile's token ids are read from it) and the bundled tokenizer
 (``tokenizer_for_profile``). A profile imports no renderer: it is data at the bottom.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import _wiring
-from ._arguments import instance_argument
+from ._base import wiring as _wiring
+from ._base.arguments import instance_argument
 from .errors import InvalidInputError, preview
 from .special_tokens import registry_named
 

@@ -52,7 +52,7 @@ def kimi_roundtrip_audit(kimi_tokenizer: KimiTokenizer, tmp_path_factory: pytest
     """Call it with a JSONL path or records (response + reference ids); it fails the test below ``min_exact``
     (default 1.0) or ``min_benign`` (exact or non-canonical BPE), or when any record is malformed. A failure
     writes the HTML and JSON reports to a temporary folder and names them in its message."""
-    from ._report_io import write_reports
+    from ._batch.report_io import write_reports
     from .dataset import audit_dataset
 
     def run(
@@ -63,7 +63,7 @@ def kimi_roundtrip_audit(kimi_tokenizer: KimiTokenizer, tmp_path_factory: pytest
         allow_errors: bool = False,
         **kwargs: Any,
     ) -> DatasetAudit:
-        from ._arguments import bool_argument, number_argument
+        from ._base.arguments import bool_argument, number_argument
 
         min_exact = number_argument(min_exact, "min_exact")
         min_benign = None if min_benign is None else number_argument(min_benign, "min_benign")
@@ -81,7 +81,7 @@ def kimi_roundtrip_audit(kimi_tokenizer: KimiTokenizer, tmp_path_factory: pytest
             html, json_path = folder / "report.html", folder / "report.json"
             write_reports(report, json_path=json_path, html_path=html)
             where = f"report: {html} (JSON: {json_path})"
-            from ._terminal import terminal_safe
+            from ._base.terminal import terminal_safe
 
             # record ids and provider names come from the data: escaped, so none can drive the terminal
             message = "; ".join(failures) + f"; {where}\n" + report.summary() + f"\n{where}"

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._arguments import choice_argument, instance_argument
-from ._ids import check_ids
+from ._base.arguments import choice_argument, instance_argument
+from ._base.reprs import ids_repr, text_repr
+from ._compare.ids import check_ids
 from ._profile_check import model_mismatch
-from ._repr import ids_repr, text_repr
 from .errors import InvalidInputError
 from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs

@@ -139,7 +139,7 @@ def parse_options(
             call_index_offset=_call_index_offset(pick("call_index_offset", call_index_offset)),
             template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),
             thinking_effort=_thinking_effort(pick("thinking_effort", thinking_effort)),
-            tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon._k3_prompt)
+            tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon._render.k3_prompt)
             template=template,
             flags=flags,
         )
@@ -175,7 +175,7 @@ def _thinking(value: object) -> bool:
 
 def _thinking_effort(value: object) -> str | None:
     if value is None or isinstance(value, str):
-        return value  # which efforts exist is the profile's to say (kimi_recon._k3_prompt)
+        return value  # which efforts exist is the profile's to say (kimi_recon._render.k3_prompt)
     raise InvalidInputError(f"must be a string such as \"max\", got {preview(value)}", field="thinking_effort")
 
 

@@ -1,8 +1,8 @@
 """Render an assistant turn as exactly the text the model generated after its generation prompt.
 
 :func:`render_turn_with_flags` reaches the renderer of the profile's ``format`` through the dispatch by
-format (:mod:`kimi_recon._formats`): the K2.x one (:func:`render_k2_turn`, in :mod:`kimi_recon._k2`, and its
-marker texts are importable here as before) or K3's (:mod:`kimi_recon._k3`).
+format (:mod:`kimi_recon._render.formats`): the K2.x one (:func:`render_k2_turn`, in :mod:`kimi_recon._render.k2`, and its
+marker texts are importable here as before) or K3's (:mod:`kimi_recon._render.k3`).
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from . import _formats
-from ._k2 import ARGUMENT_BEGIN as ARGUMENT_BEGIN  # the K2.x renderer and its marker texts, importable here as before
-from ._k2 import CALL_BEGIN as CALL_BEGIN
-from ._k2 import CALL_END as CALL_END
-from ._k2 import IM_END as IM_END
-from ._k2 import SECTION_BEGIN as SECTION_BEGIN
-from ._k2 import SECTION_END as SECTION_END
-from ._k2 import THINK_BEGIN as THINK_BEGIN
-from ._k2 import THINK_END as THINK_END
-from ._k2 import render_k2_turn as render_k2_turn
+from ._render import formats as _formats
+from ._render.k2 import ARGUMENT_BEGIN as ARGUMENT_BEGIN  # the K2.x renderer and its marker texts, importable here as before
+from ._render.k2 import CALL_BEGIN as CALL_BEGIN
+from ._render.k2 import CALL_END as CALL_END
+from ._render.k2 import IM_END as IM_END
+from ._render.k2 import SECTION_BEGIN as SECTION_BEGIN
+from ._render.k2 import SECTION_END as SECTION_END
+from ._render.k2 import THINK_BEGIN as THINK_BEGIN
+from ._render.k2 import THINK_END as THINK_END
+from ._render.k2 import render_k2_turn as render_k2_turn
 from ._tool_call_ids import MODEL_TOOL_CALL_ID as MODEL_TOOL_CALL_ID  # the tool-call id format, importable here as before
 from ._tool_call_ids import model_tool_call_id as model_tool_call_id
 from .errors import InvalidInputError, preview

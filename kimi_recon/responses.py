@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
 
-from ._arguments import instance_argument, int_argument
+from ._base.arguments import instance_argument, int_argument
 from ._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
 from .errors import GenerationFailedError, InvalidResponseError, KimiReconError, ServerReportedError, as_text, preview
 from .models import FINISH_REASONS, AssistantTurn, ToolCall

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ._io import SURROGATE
+from ._base.files import SURROGATE
 from .errors import InvalidInputTypeError
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, EncodingStyle

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ._arguments import bool_argument, instance_argument
+from ._base.arguments import bool_argument, instance_argument
 from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
 from .models import AssistantTurn

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, overload
 
-from . import _wiring
-from ._arguments import instance_argument
+from ._base import wiring as _wiring
+from ._base.arguments import instance_argument
 from .errors import InvalidInputTypeError, TokenizerLoadError, UnknownSpecialTokenError
 
 if TYPE_CHECKING:

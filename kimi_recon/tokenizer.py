@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import tiktoken
 
-from ._arguments import instance_argument
+from ._base.arguments import instance_argument
 from .errors import InvalidInputError, InvalidInputTypeError, TokenizerLoadError, preview
 from .profiles import ChatProfile, get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text

@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from . import _formats
-from ._prompt import _encode_prompt, _render_prompt
-from ._prompt import deep_sorted as deep_sorted  # moved with the prompt rendering; importable here as before
-from ._repr import ids_repr
+from ._base.reprs import ids_repr
+from ._records.prompt import _encode_prompt, _render_prompt
+from ._records.prompt import deep_sorted as deep_sorted  # moved with the prompt rendering; importable here as before
+from ._render import formats as _formats
 from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, FlagCode, flags_to_json
 from .models import AssistantTurn, tojson
@@ -102,7 +102,7 @@ def render_prompt(
     """The prompt text up to and including the generation prompt, as the official ``apply_chat_template``.
 
     ``kimi-k2.5`` uses the tokenizer directory's own template, with tools deep-sorted and declared in
-    the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon._k3_prompt`;
+    the TypeScript style; ``kimi-k3`` Moonshot's reference renderer (see :mod:`kimi_recon._render.k3_prompt`;
     ``thinking_effort`` and ``tool_choice`` are its options); the other profiles use their bundled
     templates, with tools deep-sorted as their official tokenizers do. ``tools`` may be a list or its
     JSON text (see :mod:`kimi_recon.record_options`). ``template`` replaces the template text;
@@ -287,7 +287,7 @@ def sample_from_record(
     A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
     a ``<field>_mismatch`` flag for each figure no counting convention explains (the record's server's
     convention when it is pinned: ``server``, or the record's ``server`` field, see :mod:`kimi_recon.servers`)."""
-    from ._records import missing_field, record_id, record_server, record_token_counts, turn_of_record
+    from ._records.record import missing_field, record_id, record_server, record_token_counts, turn_of_record
 
     try:
         messages = record.get("messages")

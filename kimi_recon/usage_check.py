@@ -19,7 +19,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
-from ._arguments import int_argument
+from ._base.arguments import int_argument
 from .errors import InvalidInputTypeError
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ._arguments import instance_argument
+from ._base.arguments import instance_argument
 from .usage_check import COMPLETION, PROMPT, REASONING, TokenCounts
 
 __all__ = ["UNKNOWN_PROVIDER", "TokenCountTally", "report_lines"]

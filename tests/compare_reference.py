@@ -24,7 +24,7 @@ from kimi_recon.compare import (
     TokenView,
     is_canonical,
 )
-from kimi_recon._comparison import _token_repr
+from kimi_recon._compare.comparison import _token_repr
 from kimi_recon.render import CALL_BEGIN, SECTION_BEGIN, SECTION_END, THINK_BEGIN, THINK_END
 from kimi_recon.tokenizer import KimiTokenizer
 

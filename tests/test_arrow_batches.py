@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kimi_recon import KimiTokenizer, sample_batch
-from kimi_recon._training_rows import training_row
+from kimi_recon._batch.training_rows import training_row
 from kimi_recon.dataset import audit_batch, audit_row
 
 datasets = require("datasets")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from kimi_recon import compare as compare_module
 from kimi_recon import load_tokenizer
-from kimi_recon._align import (
+from kimi_recon._compare.align import (
     _common_prefix,
     _common_suffix,
     _matching_blocks,

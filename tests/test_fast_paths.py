@@ -150,7 +150,7 @@ def test_a_prompt_history_call_is_written_as_the_turn_writes_its_call(name: str,
 
 
 def test_a_prompt_call_argument_json_cannot_write_is_a_named_error() -> None:
-    from kimi_recon import _k3_prompt
+    from kimi_recon._render import k3_prompt as _k3_prompt
     from kimi_recon.errors import InvalidTurnError
 
     with pytest.raises(InvalidTurnError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.arguments"):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from testdata import GOLDEN, OFFICIAL, read_jsonl
 
 from kimi_recon import KimiTokenizer, build_training_sample, cli, load_tokenizer, render_prompt
-from kimi_recon._k3_prompt import k3_prompt_segments
+from kimi_recon._render.k3_prompt import k3_prompt_segments
 from kimi_recon.errors import OutputFileError
 from kimi_recon.fast_tokenizer import (
     EXPORT_FILES,

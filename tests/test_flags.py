@@ -20,8 +20,8 @@ from kimi_recon import (
     audit_record,
     reconstruct_output_ids,
 )
-from kimi_recon._records import audit_row
-from kimi_recon._training_rows import training_row
+from kimi_recon._batch.training_rows import training_row
+from kimi_recon._records.record import audit_row
 from kimi_recon.cli import main
 from kimi_recon.dataset import reconstruct_records
 from kimi_recon.errors import InvalidInputError
@@ -258,7 +258,7 @@ def test_export_of_a_log_written_before_the_rename_gives_the_new_name(tmp_path: 
 
 def test_the_html_report_shows_the_codes_of_flag_objects_and_of_an_older_reports_bare_codes(tok: KimiTokenizer) -> None:
     from kimi_recon import audit_dataset
-    from kimi_recon._report_html import render_html
+    from kimi_recon._batch.report_html import render_html
 
     ids = reconstruct_output_ids(TURN, tok).ids
     record = {"id": "r", "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}]}, "reference_ids": ids[1:], "server": "none"}

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import kimi_recon.tokenizer as tokenizer_module
 from kimi_recon import AssistantTurn, ToolCall, load_tokenizer, reconstruct_output_ids
-from kimi_recon import _k3 as k3
+from kimi_recon._render import k3
 from kimi_recon.profiles import get_profile
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.segments import (

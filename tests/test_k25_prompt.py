@@ -1,4 +1,4 @@
-"""The K2.5 template in Python (kimi_recon._k25_prompt) renders what the real jinja template renders, and the
+"""The K2.5 template in Python (kimi_recon._render.k25_prompt) renders what the real jinja template renders, and the
 usage check's prompt counter built on it counts what one encode of the jinja render counts.
 
 The oracle is ``render_prompt``/``encode_prompt`` with the bundled template (itself pinned to transformers'
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon import KimiTokenizer
-from kimi_recon._k25_prompt import TEMPLATE_MARKERS, k25_prompt_fragments, uses_k25_template
+from kimi_recon._render.k25_prompt import TEMPLATE_MARKERS, k25_prompt_fragments, uses_k25_template
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.openrouter.prompts import Prompt
 from kimi_recon.openrouter.rebuild import make_prompt_counter

@@ -73,7 +73,7 @@ def test_the_deprecated_profile_prompt_segments_warns_and_gives_the_dispatchs_se
 
 
 def test_the_upward_references_work_in_a_fresh_process_that_imports_only_the_lower_module() -> None:
-    # for_profile and the deprecated methods reach upper modules through kimi_recon._wiring, set by the package root
+    # for_profile and the deprecated methods reach upper modules through kimi_recon._base.wiring, set by the package root
     code = (
         "import warnings; warnings.simplefilter('ignore')\n"
         "from kimi_recon.special_tokens import SpecialTokenRegistry\n"

@@ -26,9 +26,9 @@ from report_helpers import (
 from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon import load_tokenizer
-from kimi_recon._audit_breakdown import POSITION_BINS, BreakdownTally, position_bin
-from kimi_recon._report_html import render_html
-from kimi_recon._sample import SAMPLE_PATH, SAMPLE_SHA256, sample_path
+from kimi_recon._batch.audit_breakdown import POSITION_BINS, BreakdownTally, position_bin
+from kimi_recon._batch.report_html import render_html
+from kimi_recon._batch.sample import SAMPLE_PATH, SAMPLE_SHA256, sample_path
 from kimi_recon.cli import main
 from kimi_recon.compare import KINDS, Comparison, TokenView
 from kimi_recon.dataset import DatasetAudit, RecordError, RecordResult, audit_dataset
@@ -218,7 +218,7 @@ def test_page_for_a_million_record_audit_stays_under_5_mb() -> None:
     )
     errors = tuple(RecordError(i, i + 1, long, long, long, "InvalidRecordError") for i in range(100))
     counts = {k: 0 for k in KINDS} | {"exact": 900_000, "text_mismatch": 99_900}
-    from kimi_recon._audit_breakdown import REGIONS, AuditBreakdown
+    from kimi_recon._batch.audit_breakdown import REGIONS, AuditBreakdown
 
     hist = {r: tuple([10_000] * POSITION_BINS) for r in REGIONS}
     report = DatasetAudit(10**6, counts, 100, errors, {}, {"truncated": 10**6}, {"rendered": 10**6}, "kimi-k2.5", True,
@@ -334,7 +334,7 @@ def test_sample_audit_finds_exactly_the_planted_problems() -> None:
 
 
 def test_a_changed_sample_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import kimi_recon._sample as sample
+    import kimi_recon._batch.sample as sample
 
     copy = tmp_path / "s.jsonl"
     copy.write_bytes(SAMPLE_PATH.read_bytes().replace(b"163586", b"163585", 1))

@@ -11,9 +11,9 @@ from typing import Any
 from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon import KimiTokenizer, audit_dataset, reconstruct_output_ids, sample_batch
-from kimi_recon._records import audit_row
-from kimi_recon._report_html import render_html
-from kimi_recon._training_rows import training_row
+from kimi_recon._batch.report_html import render_html
+from kimi_recon._batch.training_rows import training_row
+from kimi_recon._records.record import audit_row
 from kimi_recon.cli import main
 
 CASES = read_jsonl(OFFICIAL / "turns.jsonl")

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kimi_recon import load_tokenizer
-from kimi_recon._pool import choose_executor
-from kimi_recon._threads import IN_FLIGHT_PER_THREAD, chunked, threaded_results
+from kimi_recon._batch.pool import choose_executor
+from kimi_recon._batch.threads import IN_FLIGHT_PER_THREAD, chunked, threaded_results
 from kimi_recon.dataset import audit_dataset, reconstruct_records
 from kimi_recon.errors import InvalidInputError
 

@@ -22,7 +22,7 @@ from trainer_rules import (
 )
 
 from kimi_recon import KimiTokenizer, sample_batch
-from kimi_recon._training_rows import training_row
+from kimi_recon._batch.training_rows import training_row
 from kimi_recon.cli import main
 
 ROOT = Path(__file__).parent.parent

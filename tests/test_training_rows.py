@@ -16,7 +16,7 @@ from testdata import OFFICIAL, read_jsonl
 from trainer_rules import Rejected, specforge_prompts, speculators_rows
 
 from kimi_recon import KimiTokenizer, build_training_sample, sample_batch
-from kimi_recon._training_rows import (
+from kimi_recon._batch.training_rows import (
     BATCH_COLUMNS,
     ROW_COLUMNS,
     SampleResult,

@@ -142,7 +142,7 @@ def test_k3_records_are_checked_with_k3s_prompt_renderer_and_stop_token() -> Non
 def test_html_report_shows_the_usage_check_figures_of_the_json() -> None:
     from report_helpers import at, figures_of, shown
 
-    from kimi_recon._report_html import render_html
+    from kimi_recon._batch.report_html import render_html
 
     d = json.loads(json.dumps(audit_dataset([r for r, *_ in records(8)], progress=False).to_dict()))
     page = render_html(d)

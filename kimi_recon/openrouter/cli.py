@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._arguments import instance_argument
-from .._terminal import terminal_safe
+from .._base.arguments import instance_argument
+from .._base.terminal import terminal_safe
 from ..errors import KimiReconError
 
 DESCRIPTION = """\
@@ -217,7 +217,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     except ImportError:
         print("kimi-recon generate needs the openrouter extra: pip install 'kimi-recon[openrouter]'", file=sys.stderr)
         return 2
-    from .._pool import progress_disabled_by_env
+    from .._batch.pool import progress_disabled_by_env
     from ..profiles import profile_for_model
     from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
     from .generate import GenerateConfig, run_generate
@@ -284,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(argv)
-    from .._cli_common import sigterm_as_interrupt
+    from .._base.cli_common import sigterm_as_interrupt
 
     try:
         with sigterm_as_interrupt():  # a SIGTERM stops the run like Ctrl-C: rows written so far stay whole

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._arguments import instance_argument
+from .._base.arguments import instance_argument
 from .errors import MIN_SECRET_LENGTH, InvalidResponseError, OpenRouterError, redact, redact_text
 from .parse import assemble_stream, error_from_object, is_retryable_code, iter_sse_lines
 

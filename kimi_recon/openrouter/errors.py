@@ -24,7 +24,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .._arguments import bool_argument, instance_argument
+from .._base.arguments import bool_argument, instance_argument
 from ..errors import GenerationFailedError, InvalidInputError, ServerReportedError
 from ..errors import InvalidResponseError as InvalidResponseError  # re-exported: it used to live here
 

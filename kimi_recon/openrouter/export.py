@@ -1,7 +1,7 @@
 """``kimi-recon export``: the training rows held in a ``generate`` log, in the trainers' plain row format.
 
 The log stays what it is (one resumable row per prompt, with the raw response and its bookkeeping);
-export reads it and gives one :class:`~kimi_recon._training_rows.SampleResult` per prompt: a training
+export reads it and gives one :class:`~kimi_recon._batch.training_rows.SampleResult` per prompt: a training
 row for an ``ok`` row that carries its sample (``generate --training-sample``, or ``--prompt-ids``
 together with ``output_ids``), an error with the reason for everything else. Nothing is dropped; an
 error row that a later retry of the same prompt (``--retry-errors``) superseded is history, not a result.
@@ -15,11 +15,11 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._arguments import bool_argument, instance_argument, path_argument
-from .._ids import check_ids
-from .._io import is_stdio, read_lines
-from .._records import _parse_line
-from .._training_rows import SampleResult, _failure, row_of_sample
+from .._base.arguments import bool_argument, instance_argument, path_argument
+from .._base.files import is_stdio, read_lines
+from .._batch.training_rows import SampleResult, _failure, row_of_sample
+from .._compare.ids import check_ids
+from .._records.record import _parse_line
 from ..dataset import iter_jsonl, record_id
 from ..errors import InvalidInputError, preview
 from ..flags import flag_codes_text, flags_from_json, max_severity
@@ -36,7 +36,7 @@ def _ids(value: object, field: str, tokenizer: KimiTokenizer | None = None) -> l
 
 
 def _sample(row: Mapping[str, Any], tokenizer: KimiTokenizer | None = None) -> TrainingSample:
-    """The row's sample, checked as :func:`~kimi_recon._training_rows.row_of_sample` needs it: a trainer
+    """The row's sample, checked as :func:`~kimi_recon._batch.training_rows.row_of_sample` needs it: a trainer
     reads these columns as they are, so a wrong id, mask value or prompt length would be trained on."""
     sample = row.get("sample")
     if isinstance(sample, Mapping):

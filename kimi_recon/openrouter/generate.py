@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
-from .._arguments import bool_argument, instance_argument, path_argument
-from .._io import check_input, refuse_output_is_input
+from .._base.arguments import bool_argument, instance_argument, path_argument
+from .._base.files import check_input, refuse_output_is_input
 from ..errors import InvalidInputError, preview
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn

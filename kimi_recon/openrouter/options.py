@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._arguments import bool_argument, instance_argument, int_argument, number_argument
+from .._base.arguments import bool_argument, instance_argument, int_argument, number_argument
 from ..errors import InvalidInputError
 from .prompts import Prompt
 

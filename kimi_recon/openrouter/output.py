@@ -36,9 +36,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .._arguments import bool_argument, instance_argument, path_argument
-from .._io import SURROGATE
-from .._io import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
+from .._base.arguments import bool_argument, instance_argument, path_argument
+from .._base.files import SURROGATE
+from .._base.files import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
 from ..errors import InvalidInputError, OutputFileError
 from ..flags import Flag, FlagCode, flags_to_json
 from .errors import MIN_SECRET_LENGTH, holds_secret, redact

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import responses
-from .._io import SURROGATE
+from .._base.files import SURROGATE
 from ..errors import InvalidInputTypeError, ServerReportedError
 from ..models import AssistantTurn
 from ..render import model_tool_call_id as model_call_id

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._arguments import instance_argument, path_argument
-from .._io import read_lines
+from .._base.arguments import instance_argument, path_argument
+from .._base.files import read_lines
 from ..errors import InvalidInputError
 from ..record_options import parse_options
 from .errors import holds_secret, redact_text

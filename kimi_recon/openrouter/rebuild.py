@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._arguments import int_argument
+from .._base.arguments import int_argument
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from .parse import count_tool_calls
@@ -79,7 +79,7 @@ def make_prompt_counter(
     tokens is counted piece by piece, and the counts of the last ``cache_size`` pieces are kept: special
     tokens are hard BPE boundaries, so the sum is the one encode's length, and the system prompt and tool
     declaration most runs repeat in every prompt are encoded once. With the bundled K2.5 template, the
-    pieces come from :func:`~kimi_recon._k25_prompt.k25_prompt_fragments` (the template in Python, no
+    pieces come from :func:`~kimi_recon._render.k25_prompt.k25_prompt_fragments` (the template in Python, no
     jinja render) and the tool declarations of recent tool lists are kept too; messages it does not cover
     are rendered with the template.
     """
@@ -109,7 +109,7 @@ def make_prompt_counter(
             return len(tok.encode(text))
         return count_between_specials(text, special_texts_in(text, specials), piece_len)
 
-    from .._k25_prompt import TEMPLATE_MARKERS, k25_prompt_fragments, uses_k25_template
+    from .._render.k25_prompt import TEMPLATE_MARKERS, k25_prompt_fragments, uses_k25_template
 
     if not (type(thinking) is bool and uses_k25_template(prof, tok) and TEMPLATE_MARKERS <= specials.keys()):
         return rendered
@@ -139,7 +139,7 @@ TOOL_LISTS_KEPT = 32
 def _declaration_counter(prof: ChatProfile, thinking: bool, cache_size: int) -> Callable[[list[Mapping[str, Any]]], str | None]:
     """The tool declaration the K2.5 template is given for a tool list (as :func:`~kimi_recon.training.render_prompt`
     makes it), kept for the last ``cache_size`` tool lists: a run usually sends the same tools every time."""
-    from .._prompt import deep_sorted
+    from .._records.prompt import deep_sorted
     from ..record_options import parse_options
     from ..tool_declaration import render_tools_declaration
 

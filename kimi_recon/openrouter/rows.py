@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._arguments import instance_argument, int_argument
+from .._base.arguments import instance_argument, int_argument
 from ..flags import Flag, FlagCode, flags_to_json
 from ..models import AssistantTurn
 from ..usage_check import TokenCounts

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from testdata import OFFICIAL, read_jsonl
 
-from kimi_recon._pool import _progress_bar
+from kimi_recon._batch.pool import _progress_bar
 from kimi_recon.cli import build_parser, main
 
 CASES = read_jsonl(OFFICIAL / "turns.jsonl")[:6]
@@ -236,7 +236,7 @@ def test_the_pytest_plugin_message_escapes_the_data(pytester: pytest.Pytester) -
 
 
 def test_terminal_safe_keeps_newlines_tabs_and_printable_text() -> None:
-    from kimi_recon._terminal import terminal_safe
+    from kimi_recon._base.terminal import terminal_safe
 
     assert terminal_safe("a\tb\nc — ü 字 🙂") == "a\tb\nc — ü 字 🙂"
     assert terminal_safe("\x00\x1b\x7f\x85\u2066\udc80") == "\\x00\\x1b\\x7f\\x85\\u2066\\udc80"
@@ -244,7 +244,7 @@ def test_terminal_safe_keeps_newlines_tabs_and_printable_text() -> None:
 
 def test_dev_null_output_gets_no_sidecar_errors_file(tmp_path: Path) -> None:
     """Failed on the old code: build-samples -o /dev/null created a regular file /dev/null.errors.jsonl."""
-    from kimi_recon._training_rows import default_errors_path
+    from kimi_recon._batch.training_rows import default_errors_path
 
     assert default_errors_path(os.devnull) is None and default_errors_path("-") is None
     assert default_errors_path(str(tmp_path / "s.jsonl")) == str(tmp_path / "s.errors.jsonl")

@@ -14,7 +14,7 @@ import pytest
 from extras import require
 from testdata import OFFICIAL, read_jsonl
 
-from kimi_recon import _io
+from kimi_recon._base import files as _io
 from kimi_recon.cli import main
 from kimi_recon.dataset import audit_dataset, iter_jsonl, reconstruct_records
 from kimi_recon.errors import InputFileError, KimiReconError

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from testdata import OFFICIAL, read_jsonl
 
-from kimi_recon._io import atomic_output, refuse_output_is_input
+from kimi_recon._base.files import atomic_output, refuse_output_is_input
 from kimi_recon.cli import main
 from kimi_recon.errors import OutputFileError
 

@@ -14,7 +14,7 @@ import pytest
 from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon import build_training_sample, load_tokenizer
-from kimi_recon._io import atomic_output, remove_stale_partials
+from kimi_recon._base.files import atomic_output, remove_stale_partials
 from kimi_recon.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_a_dead_writers_partial_file_is_removed_by_the_next_write(tmp_path: Path
     target = tmp_path / "out.jsonl"
     child = subprocess.run(
         [sys.executable, "-c", "import os, tempfile, sys\n"
-         "from kimi_recon._io import _partial_prefix\n"
+         "from kimi_recon._base.files import _partial_prefix\n"
          "fd, p = tempfile.mkstemp(dir=sys.argv[1], prefix=_partial_prefix(sys.argv[2]), suffix='.partial')\n"
          "print(p)", str(tmp_path), str(target)],
         capture_output=True, text=True, timeout=60, cwd=REPO, check=True,

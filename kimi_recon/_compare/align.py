@@ -2,7 +2,7 @@
 longest matching blocks (difflib within a budget, then unique units), common ends, and whitespace-blind text.
 
 Pure functions on sequences and bytes; the rule that turns what they find into a kind is in
-:mod:`kimi_recon._classify`.
+:mod:`kimi_recon._compare.classify`.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def _trim_common_ends(ga: list[int], gb: list[int], atoms: Sequence[str], natoms
     """(prefix end a, prefix end b, suffix start a, suffix start b) of the longest common start and end.
 
     Common means the same bytes with special ids as themselves (not their text: ``atoms`` spells each
-    id, see :class:`kimi_recon._segmentation._Tables`), cut at a token boundary of both sides, so a
+    id, see :class:`kimi_recon._compare.segmentation._Tables`), cut at a token boundary of both sides, so a
     different BPE split of the same bytes is trimmed too.
     """
     pa, pb = _shared_start(ga, gb, atoms, natoms, reverse=False)

@@ -2,8 +2,8 @@
 
 :func:`classify` is the rule, one line per step; the functions below it check one step each and return
 what they found as :data:`Finding` pairs (a kind and why, in the order found). Splitting is in
-:mod:`kimi_recon._segmentation`, lining up in :mod:`kimi_recon._align`, the evidence in
-:mod:`kimi_recon._evidence`.
+:mod:`kimi_recon._compare.segmentation`, lining up in :mod:`kimi_recon._compare.align`, the evidence in
+:mod:`kimi_recon._compare.evidence`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from bisect import bisect_right
 from itertools import accumulate, filterfalse
 from typing import Final
 
-from ._align import (
+from .align import (
     _HEAD_IDS,
     _matching_blocks,
     _same_apart_from_whitespace,
@@ -22,7 +22,7 @@ from ._align import (
     _units,
     _utf8,
 )
-from ._comparison import (
+from .comparison import (
     EXACT,
     KINDS,
     NON_CANONICAL_BPE,
@@ -33,7 +33,7 @@ from ._comparison import (
     WHITESPACE_DRIFT,
     Kind,
 )
-from ._segmentation import IdView, outside_sections, reasoning, section_bounds, split
+from .segmentation import IdView, outside_sections, reasoning, section_bounds, split
 
 #: A special id replaced by at most this many other tokens counts as a wrong special id (e.g. the
 #: ordinary id 163533, "chas", written where ``<|im_end|>`` 163586 belongs), not as a text difference.

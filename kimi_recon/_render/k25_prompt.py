@@ -18,7 +18,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._k2 import (
+from ..chat_template import REASONING_FIELDS, bundled_k25_template
+from .k2 import (
     ARGUMENT_BEGIN,
     CALL_BEGIN,
     CALL_END,
@@ -28,11 +29,10 @@ from ._k2 import (
     THINK_BEGIN,
     THINK_END,
 )
-from .chat_template import REASONING_FIELDS, bundled_k25_template
 
 if TYPE_CHECKING:
-    from .profiles import ChatProfile
-    from .tokenizer import KimiTokenizer
+    from ..profiles import ChatProfile
+    from ..tokenizer import KimiTokenizer
 
 __all__ = ["TEMPLATE_MARKERS", "bundled_k25_template", "k25_prompt_fragments", "uses_k25_template"]
 

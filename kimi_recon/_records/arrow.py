@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidInputError, InvalidInputTypeError
+from ..errors import InvalidInputError, InvalidInputTypeError
 
 __all__ = ["ARROW_ADVICE", "ArrowMessages", "arrow_response", "arrow_value", "check_batch", "plain"]
 
@@ -42,7 +42,7 @@ class ArrowMessages(list[Any]):
     """``messages`` read from an Arrow column, nulls removed (the list itself).
 
     ``with_nulls`` is the list as Arrow gave it and ``nulls`` the places of the removed nulls: the prompt
-    renderer (:func:`kimi_recon._prompt._encode_prompt`) renders both and refuses the record when they
+    renderer (:func:`kimi_recon._records.prompt._encode_prompt`) renders both and refuses the record when they
     differ. ``refusal`` is raised instead of rendering (tool-call arguments that cannot be read back).
     """
 

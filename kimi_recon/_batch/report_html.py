@@ -244,8 +244,8 @@ def _severity(report: Report, code: str) -> str:
     written = (report.get("flag_severities") or {}).get(code)
     if isinstance(written, str):
         return written
-    from .errors import InvalidInputError
-    from .flags import severity_of
+    from ..errors import InvalidInputError
+    from ..flags import severity_of
 
     try:
         return severity_of(code).value

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from .compare import EXACT, KINDS
-from .errors import InvalidInputError
+from ..compare import EXACT, KINDS
+from ..errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from .dataset import RecordResult
+    from ..dataset import RecordResult
 
 #: The regions a first difference can fall in (see :meth:`kimi_recon.compare.Comparison.region`), in turn order.
 REGIONS: Final[tuple[str, ...]] = ("reasoning", "content", "tool_calls", "end")

@@ -7,8 +7,8 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from .errors import InvalidInputError, InvalidInputTypeError, preview
-from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
+from ..errors import InvalidInputError, InvalidInputTypeError, preview
+from ..tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 
 
 def check_ids(ids: object, tokenizer: KimiTokenizer, field: str, *, sample: object = None) -> list[int]:

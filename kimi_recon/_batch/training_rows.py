@@ -27,11 +27,11 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
-from ._arguments import choice_argument
-from ._arrow import arrow_value, check_batch, plain
-from ._io import to_json_line
-from ._pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
-from ._records import (
+from .._base.arguments import choice_argument
+from .._base.files import to_json_line
+from .._base.terminal import terminal_safe
+from .._records.arrow import arrow_value, check_batch, plain
+from .._records.record import (
     RESPONSE_KEYS,
     RecordError,
     RecordsArg,
@@ -42,13 +42,13 @@ from ._records import (
     record_error,
     record_id,
 )
-from ._terminal import terminal_safe
-from .errors import InvalidInputError
-from .flags import Severity, flag_codes_text, flags_at_least, max_severity, severity_argument
-from .profiles import get_profile
-from .record_options import arrow_tools
-from .tokenizer import KimiTokenizer
-from .training import TrainingSample, sample_from_record
+from ..errors import InvalidInputError
+from ..flags import Severity, flag_codes_text, flags_at_least, max_severity, severity_argument
+from ..profiles import get_profile
+from ..record_options import arrow_tools
+from ..tokenizer import KimiTokenizer
+from ..training import TrainingSample, sample_from_record
+from .pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
 
 __all__ = [
     "BATCH_COLUMNS",
@@ -215,7 +215,7 @@ def build_samples(
     n = _worker_count(workers)
     tok, source = _tokenizer_source(tokenizer, n)
     if server is not None:
-        from .servers import get_server
+        from ..servers import get_server
 
         get_server(server)  # a typo fails the call, not every record
     job = _Job(source, profile, thinking, True, server)
@@ -230,7 +230,7 @@ def build_samples(
 
 
 def batch_record(batch: Mapping[str, Any], columns: Sequence[str], i: int) -> dict[str, Any]:
-    """Row ``i`` of a batch whose objects came through Arrow, read as :mod:`kimi_recon._arrow` says; JSON text
+    """Row ``i`` of a batch whose objects came through Arrow, read as :mod:`kimi_recon._records.arrow` says; JSON text
     columns (``messages``, ``tools``, the response) parsed. Raises :class:`InvalidInputError` naming the column."""
     record: dict[str, Any] = {}
     for column in columns:
@@ -287,7 +287,7 @@ def sample_batch(
     Each row equals :func:`training_row` of the record. Keep nested data as JSON text when it passes
     through Arrow: Arrow gives every object the union of all rows' keys (null where a row had none), in
     one key order, with one number type. Columns of objects (lists or numpy arrays, as ``datasets`` and Ray
-    give them) are read as :mod:`kimi_recon._arrow` says: the filled nulls removed where that is exact, the
+    give them) are read as :mod:`kimi_recon._records.arrow` says: the filled nulls removed where that is exact, the
     record refused (a row error naming the field) where it is not. Raises :class:`InvalidInputError` only
     for a batch that is not one (not a mapping of equal-length columns) or a bad ``error_rows``.
     ``drop_severity`` (e.g. ``"loss"``) makes a record flagged at or above it such an error row, its
@@ -336,7 +336,7 @@ def errors_path_for(output: str) -> str:
 def default_errors_path(output: str) -> str | None:
     """The errors file written when none is given: :func:`errors_path_for`, or None (failures go to stderr)
     when ``output`` is stdout or a device such as ``/dev/null``, next to which no file belongs."""
-    from ._io import is_device, is_stdio
+    from .._base.files import is_device, is_stdio
 
     return None if is_stdio(output) or is_device(output) else errors_path_for(output)
 
@@ -389,7 +389,7 @@ def write_training_rows(
     Otherwise the errors file defaults to :func:`errors_path_for` and is always written (empty when nothing
     failed), so a stale one never survives.
     """
-    from ._io import atomic_output, is_stdio
+    from .._base.files import atomic_output, is_stdio
 
     err_stream = stderr if stderr is not None else sys.stderr
     if errors_output is None:

@@ -1,13 +1,13 @@
-"""The evidence of a :class:`~kimi_recon._comparison.Comparison`: where the id lists first differ, in which
+"""The evidence of a :class:`~kimi_recon._compare.comparison.Comparison`: where the id lists first differ, in which
 region, the tokens around it on both sides, the size of the difference, and (for ``non_canonical_bpe``)
 which side is the canonical encoding."""
 
 from __future__ import annotations
 
-from ._align import _common_prefix, _common_suffix
-from ._comparison import EXACT, NON_CANONICAL_BPE, Comparison, Kind, TokenView
-from ._ids import is_canonical
-from ._segmentation import IdView, region_at
+from .align import _common_prefix, _common_suffix
+from .comparison import EXACT, NON_CANONICAL_BPE, Comparison, Kind, TokenView
+from .ids import is_canonical
+from .segmentation import IdView, region_at
 
 _WHICH_IS_CANONICAL = {
     (False, True): "; the reconstruction is the canonical encoding, the reference is not (the model sampled a non-greedy split)",
@@ -17,7 +17,7 @@ _WHICH_IS_CANONICAL = {
 
 
 def comparison(ref: list[int], rec: list[int], kinds: tuple[Kind, ...], detail: str, context: int, view: IdView) -> Comparison:
-    """The :class:`Comparison` of ``ref`` and ``rec`` whose kinds :func:`kimi_recon._classify.classify` found."""
+    """The :class:`Comparison` of ``ref`` and ``rec`` whose kinds :func:`kimi_recon._compare.classify.classify` found."""
     kind = kinds[-1]
     if kind == EXACT:
         return Comparison(kind, kinds, detail, len(ref), len(rec), None, None, (), (), 0)

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO, Union
 
-from .errors import InputFileError, InputFileNotFoundError, OutputFileError
+from ..errors import InputFileError, InputFileNotFoundError, OutputFileError
 
 #: The path that means stdin (for an input) or stdout (for an output).
 STDIO = "-"

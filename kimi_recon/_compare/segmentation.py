@@ -3,7 +3,7 @@ the reasoning before ``</think>``, the tool-call section, and which of these reg
 
 :class:`IdView` holds what splitting needs of one tokenizer (its special ids, each id's text and length,
 the ids of the markers); the rest are pure functions of an id list and a view. The rule that compares
-the parts is in :mod:`kimi_recon._classify`.
+the parts is in :mod:`kimi_recon._compare.classify`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ._comparison import Region, _token_repr
-from ._k2 import CALL_BEGIN, SECTION_BEGIN, SECTION_END, THINK_BEGIN, THINK_END
-from .tokenizer import KimiTokenizer
+from .._render.k2 import CALL_BEGIN, SECTION_BEGIN, SECTION_END, THINK_BEGIN, THINK_END
+from ..tokenizer import KimiTokenizer
+from .comparison import Region, _token_repr
 
 
 @dataclass(frozen=True)

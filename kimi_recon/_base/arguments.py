@@ -9,7 +9,7 @@ import os
 from collections.abc import Collection
 from typing import Any
 
-from .errors import InvalidInputError, InvalidInputTypeError, preview
+from ..errors import InvalidInputError, InvalidInputTypeError, preview
 
 
 def int_argument(value: object, field: str, *, minimum: int | None = None, none: bool = False) -> Any:

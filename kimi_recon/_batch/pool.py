@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
-from . import responses
-from ._arguments import int_argument
-from ._io import count_records
-from ._records import (
+from .. import responses
+from .._base.arguments import int_argument
+from .._base.files import count_records
+from .._records.record import (
     REFERENCE_KEYS,
     RESPONSE_KEYS,
     RecordError,
@@ -31,12 +31,12 @@ from ._records import (
     record_error,
     record_id,
 )
-from ._threads import chunked, threaded_results
-from .errors import InvalidInputError, InvalidInputTypeError
-from .flags import Flag, flags_to_json
-from .record_options import OPTION_KEYS
-from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
-from .usage_check import TokenCounts
+from ..errors import InvalidInputError, InvalidInputTypeError
+from ..flags import Flag, flags_to_json
+from ..record_options import OPTION_KEYS
+from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
+from ..usage_check import TokenCounts
+from .threads import chunked, threaded_results
 
 _T = TypeVar("_T")
 

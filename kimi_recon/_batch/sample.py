@@ -10,9 +10,9 @@ import hashlib
 from pathlib import Path
 from typing import Final
 
-from .errors import BundledDataError
+from ..errors import BundledDataError
 
-SAMPLE_PATH: Final = Path(__file__).parent / "data" / "sample" / "k2.5-dev-sample.jsonl"
+SAMPLE_PATH: Final = Path(__file__).parents[1] / "data" / "sample" / "k2.5-dev-sample.jsonl"
 SAMPLE_SHA256: Final = "da900ef4eac7cd4ecc90734e48e040880f70c77125563e6bd21266b7df5adb7c"
 
 

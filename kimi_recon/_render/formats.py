@@ -1,7 +1,7 @@
 """The dispatch by chat format (``ChatProfile.format``): how a turn is rendered, and whether a prompt is
 rendered in Python or by the profile's chat template. Callers reach a profile's code through
 :func:`render_turn` and :func:`prompt_segments`, so no module branches on a profile's name. This module sits
-above the renderers (:mod:`kimi_recon._k2`, :mod:`kimi_recon._k3`, :mod:`kimi_recon._k3_prompt`); a profile is
+above the renderers (:mod:`kimi_recon._render.k2`, :mod:`kimi_recon._render.k3`, :mod:`kimi_recon._render.k3_prompt`); a profile is
 data below them and imports none."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._k2 import render_k2_turn
-from ._k3 import render_k3_turn
-from ._k3_prompt import k3_prompt_segments
-from .models import AssistantTurn
-from .profiles import ChatFormat, ChatProfile
-from .segments import RenderedTurn, Segment
+from ..models import AssistantTurn
+from ..profiles import ChatFormat, ChatProfile
+from ..segments import RenderedTurn, Segment
+from .k2 import render_k2_turn
+from .k3 import render_k3_turn
+from .k3_prompt import k3_prompt_segments
 
 
 class TurnRenderer(Protocol):

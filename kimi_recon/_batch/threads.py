@@ -3,7 +3,7 @@
 Why threads help at all: tiktoken's Rust core releases the GIL while it encodes, so one thread's encode runs
 beside another thread's Python (parsing, rendering, the record's bookkeeping). Only the encode overlaps: the
 speedup over one thread is at most (all the work) / (the part that holds the GIL), which is what
-:func:`kimi_recon._pool.choose_executor` weighs against a process pool (docs/benchmarks.md, "Many turns").
+:func:`kimi_recon._batch.pool.choose_executor` weighs against a process pool (docs/benchmarks.md, "Many turns").
 No process starts, nothing is pickled, and any tokenizer object can be shared (a process pool needs one a
 worker can load again).
 

@@ -15,23 +15,23 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
-from . import responses
-from ._arguments import instance_argument
-from ._arrow import arrow_value, check_batch, plain
-from ._io import check_input, read_lines
-from ._profile_check import ids_mismatch
-from .compare import Comparison, check_ids, compare_checked_ids
-from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError, preview
-from .flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
-from .models import AssistantTurn
-from .profiles import get_profile
-from .reconstruct import Reconstruction, reconstruct_output_ids
-from .record_options import OPTION_KEYS, arrow_tools, parse_options
-from .tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
-from .usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
+from .. import responses
+from .._base.arguments import instance_argument
+from .._base.files import check_input, read_lines
+from .._profile_check import ids_mismatch
+from ..compare import Comparison, check_ids, compare_checked_ids
+from ..errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError, preview
+from ..flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
+from ..models import AssistantTurn
+from ..profiles import get_profile
+from ..reconstruct import Reconstruction, reconstruct_output_ids
+from ..record_options import OPTION_KEYS, arrow_tools, parse_options
+from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
+from ..usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
+from .arrow import arrow_value, check_batch, plain
 
 if TYPE_CHECKING:
-    from .servers import ServerProfile
+    from ..servers import ServerProfile
 
 #: Keys a record may hold its response under, in the order they are looked for.
 RESPONSE_KEYS: tuple[str, ...] = ("response", "turn", "message")
@@ -341,7 +341,7 @@ def missing_field(rec: Mapping[str, Any], keys: Sequence[str]) -> InvalidInputEr
 
 def record_server(rec: Mapping[str, Any], server: str | None = None) -> ServerProfile:
     """The server of a record: its ``server`` field, else ``server``, else what its response reveals, else unknown."""
-    from .servers import server_of
+    from ..servers import server_of
 
     found = _pick(rec, RESPONSE_KEYS)
     return server_of(rec, found[1] if found is not None else rec, server)
@@ -410,7 +410,7 @@ def record_token_counts(
     if prompt_len is None and reported_counts(usage)[0] is not None:
         messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
         if isinstance(messages, list):
-            from ._prompt import _encode_prompt
+            from .prompt import _encode_prompt
 
             try:
                 opts = parse_options(rec, profile=profile, thinking=thinking)
@@ -420,7 +420,7 @@ def record_token_counts(
                 unchecked = (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, why, f"usage.{PROMPT}"),)
         elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
             prompt_len = len(prompt_ids)
-    from .servers import get_server
+    from ..servers import get_server
 
     pinned = get_server(server).completion_conventions if server is not None else frozenset()
     counts = check_with_profile(
@@ -491,7 +491,7 @@ def audit_row(
 ) -> dict[str, Any]:
     """:func:`audit_record` as flat columns (:meth:`RecordResult.to_row`): ``dataset.map(audit_row, num_proc=N)``.
 
-    The record is a row of an Arrow table, so its objects are read as such (:mod:`kimi_recon._arrow`): a
+    The record is a row of an Arrow table, so its objects are read as such (:mod:`kimi_recon._records.arrow`): a
     response Arrow may have changed is an error row, messages that cannot be read back leave the usage
     check's ``prompt_tokens`` unchecked (flag ``prompt_tokens_unchecked``)."""
     instance_argument(prefix, "prefix", str, "a string")
@@ -505,7 +505,7 @@ def audit_row(
 
 
 def _arrow_record(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A row of an Arrow table with its object columns read as :mod:`kimi_recon._arrow` says (text stays text)."""
+    """A row of an Arrow table with its object columns read as :mod:`kimi_recon._records.arrow` says (text stays text)."""
     out: dict[str, Any] = {}
     for key, cell in record.items():
         value = plain(cell)

@@ -1,16 +1,16 @@
 """The K2.x turn renderer (``ChatProfile.format == "k2"``): what a K2.x model wrote after its generation
-prompt, as segments. The dispatch by format (:mod:`kimi_recon._formats`) reaches it; :mod:`kimi_recon.render`
+prompt, as segments. The dispatch by format (:mod:`kimi_recon._render.formats`) reaches it; :mod:`kimi_recon.render`
 re-exports it and the marker texts."""
 
 from __future__ import annotations
 
-from ._arguments import instance_argument
-from ._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
-from .flags import Flag, FlagCode
-from .models import AssistantTurn
-from .profiles import ChatProfile
-from .segments import RenderedTurn, Segment, marker
-from .special_tokens import SPECIAL_TOKENS, special_texts_in
+from .._base.arguments import instance_argument
+from .._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
+from ..flags import Flag, FlagCode
+from ..models import AssistantTurn
+from ..profiles import ChatProfile
+from ..segments import RenderedTurn, Segment, marker
+from ..special_tokens import SPECIAL_TOKENS, special_texts_in
 
 THINK_BEGIN = "<think>"
 THINK_END = "</think>"

@@ -22,12 +22,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .errors import InvalidTurnError
-from .flags import Flag, FlagCode
-from .models import AssistantTurn, ToolCall
-from .profiles import ChatProfile
-from .segments import RenderedTurn, Segment, marker
-from .special_tokens import SPECIAL_TOKENS, registry_named
+from ..errors import InvalidTurnError
+from ..flags import Flag, FlagCode
+from ..models import AssistantTurn, ToolCall
+from ..profiles import ChatProfile
+from ..segments import RenderedTurn, Segment, marker
+from ..special_tokens import SPECIAL_TOKENS, registry_named
 
 OPEN = "<|open|>"
 CLOSE = "<|close|>"
@@ -184,7 +184,7 @@ def call_segments(
     """Append ``<|open|>call tool="NAME" index="N"<|sep|>`` + arguments + ``<|close|>call<|sep|>`` (N counts
     from 1; ``parsed`` is :func:`parse_arguments` of the call's arguments); fill ``written`` with each argument
     value as written, and ``noted`` (when not None) with the special-token text flags of its fields. One
-    writer for the turn's calls and the prompt's earlier ones (``kimi_recon._k3_prompt``)."""
+    writer for the turn's calls and the prompt's earlier ones (``kimi_recon._render.k3_prompt``)."""
     segments += _OPEN_CALL_TOOL
     _add_field(segments, escape_attr(name), f"{where}.function.name", noted)
     segments += _INDEX_ATTR
@@ -216,7 +216,7 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
     """The segments of what the model wrote after the K3 generation prompt, and what was noticed.
 
     ``call_index_offset`` plays no part (it is here for the format's renderer signature,
-    :class:`~kimi_recon._formats.TurnRenderer`): K3 numbers a turn's tool calls from 1 and writes no tool-call id."""
+    :class:`~kimi_recon._render.formats.TurnRenderer`): K3 numbers a turn's tool calls from 1 and writes no tool-call id."""
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []

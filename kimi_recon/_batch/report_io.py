@@ -1,4 +1,4 @@
-"""Writing an audit's reports (JSON, HTML) through the package's output edge (:mod:`kimi_recon._io`)."""
+"""Writing an audit's reports (JSON, HTML) through the package's output edge (:mod:`kimi_recon._base.files`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._io import SURROGATE, atomic_output, is_device, is_stdio
-from .errors import OutputFileError
+from .._base.files import SURROGATE, atomic_output, is_device, is_stdio
+from ..errors import OutputFileError
 
 if TYPE_CHECKING:
-    from .dataset import DatasetAudit
+    from ..dataset import DatasetAudit
 
 
 def check_distinct_outputs(outputs: Sequence[tuple[str, str | os.PathLike[str] | None]]) -> None:
@@ -43,7 +43,7 @@ def _what(option: str) -> str:
 
 def report_html(report: DatasetAudit) -> str:
     """The HTML page of ``report``, rendered from its JSON form read back (so the page shows only what the JSON holds)."""
-    from ._report_html import render_html
+    from .report_html import render_html
 
     return render_html(json.loads(json.dumps(report.to_dict())))
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from .profiles import ChatProfile
+    from ..profiles import ChatProfile
 
 #: ``kimi_recon.profiles.get_profile``, loaded on first use
 profile_lookup: Callable[[Any], ChatProfile]
-#: loads ``kimi_recon._formats``
+#: loads ``kimi_recon._render.formats``
 load_dispatch: Callable[[], ModuleType]

@@ -1,21 +1,21 @@
 """Rendering and encoding a prompt from options already read (:class:`~kimi_recon.record_options.RecordOptions`):
 the layer between a record's options and the work on one record. :mod:`kimi_recon.training` offers it as
-``render_prompt``/``encode_prompt``; :mod:`kimi_recon._records` checks a record's ``usage.prompt_tokens`` with it."""
+``render_prompt``/``encode_prompt``; :mod:`kimi_recon._records.record` checks a record's ``usage.prompt_tokens`` with it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._arrow import ArrowMessages
-from ._formats import prompt_segments
-from .chat_template import render_chat_template
-from .errors import InvalidInputError
-from .record_options import RecordOptions
-from .segments import Segment, encode_segments
-from .special_tokens import special_texts_in
-from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
-from .tool_declaration import render_tools_declaration
+from .._render.formats import prompt_segments
+from ..chat_template import render_chat_template
+from ..errors import InvalidInputError
+from ..record_options import RecordOptions
+from ..segments import Segment, encode_segments
+from ..special_tokens import special_texts_in
+from ..tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
+from ..tool_declaration import render_tools_declaration
+from .arrow import ArrowMessages
 
 
 def deep_sorted(value: Any) -> Any:

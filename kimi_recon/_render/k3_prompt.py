@@ -15,7 +15,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._k3 import (
+from ..errors import InvalidInputError, preview
+from ..responses import content_text
+from ..segments import Segment, marker
+from .k3 import (
     END_OF_MSG,
     arguments_problem,
     call_segments,
@@ -24,9 +27,6 @@ from ._k3 import (
     parse_arguments,
     text,
 )
-from .errors import InvalidInputError, preview
-from .responses import content_text
-from .segments import Segment, marker
 
 #: The thinking efforts the official renderer accepts (its message text also names ``medium``, which it refuses).
 THINKING_EFFORTS = ("low", "high", "max")
