@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
 # The two references from a lower module to an upper one (see kimi_recon/_base/wiring.py), loaded by name on first
 # use as every name below is: no module imports one above it.
 _wiring.profile_lookup = lambda profile: importlib.import_module(".profiles", __name__).get_profile(profile)
-_wiring.load_dispatch = functools.partial(importlib.import_module, "._formats", __name__)
+_wiring.load_dispatch = functools.partial(importlib.import_module, "._render.formats", __name__)
 
 #: public name -> the module (under kimi_recon) that defines it
 _EXPORTS: dict[str, str] = {

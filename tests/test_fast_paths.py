@@ -138,7 +138,8 @@ ARG_VALUES = st.recursive(
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(["get", "a&b\"c", "<|sep|>"]), st.dictionaries(TEXT, ARG_VALUES, max_size=3) | TEXT | st.just("[1]"), st.integers(0, 4))
 def test_a_prompt_history_call_is_written_as_the_turn_writes_its_call(name: str, arguments: Any, j: int) -> None:
-    from kimi_recon import _k3, _k3_prompt
+    from kimi_recon._render import k3 as _k3
+    from kimi_recon._render import k3_prompt as _k3_prompt
     from kimi_recon.models import ToolCall
 
     if isinstance(arguments, str) and _k3.arguments_problem(arguments) is not None:
