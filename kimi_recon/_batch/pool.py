@@ -160,19 +160,16 @@ def _reloadable(tok: KimiTokenizer) -> bool:
     return tok is load_tokenizer() or tok.source == BUNDLED or bool(tok.source and Path(tok.source).is_dir())
 
 
-#: ``executor="auto"`` runs up to this many workers on threads, more on worker processes.
-THREADS_UP_TO = 2
-
-
 def choose_executor(workers: int, executor: str, reloadable: bool = True) -> Runner:
-    """What runs ``workers`` workers: ``"one"`` for one, else ``executor`` when it is not ``"auto"``, else threads
-    for up to :data:`THREADS_UP_TO` workers (or a tokenizer a worker process could not load again), processes beyond.
+    """What runs ``workers`` workers: ``"one"`` for one, else ``executor`` when it is not ``"auto"``, else the
+    process pool, or threads when the tokenizer is one a worker process could not load again.
 
-    The rule, measured on 2 cores (docs/benchmarks.md, §10; ``benchmarks/matrix.py``): threads start at once and
-    send nothing between processes, and on 2 workers they beat the pool, whose start-up and pickling weigh as much
-    as what it spreads. But threads overlap only tiktoken's encode (it releases the GIL) with the rest, which holds
-    the GIL: 73 - 80% of an ordinary record's time, so no number of threads gets past about 1.3x one thread
-    (about 2x on long turns); a pool of N processes scales with N, so beyond 2 workers it wins.
+    The rule, measured on 2 cores (docs/benchmarks.md, §10; ``benchmarks/matrix.py``): threads overlap only
+    tiktoken's encode (it releases the GIL) with the rest, which holds the GIL: 60 - 70% of an ordinary record's
+    time on a quiet machine, and the hand-offs of the GIL cost more than the overlap wins, so 2 threads ran at
+    0.7 - 1.07x one thread, 2 processes at 0.7 - 1.16x (the pool wins from about 10,000 records). Threads stay
+    for what the pool cannot run (a tokenizer object without a directory to load again, such as the bundled K3
+    tokenizer passed as an object), where the alternative is an error.
     """
     if executor not in get_args(Executor):
         raise InvalidInputError(f"must be one of {', '.join(get_args(Executor))}, got {executor!r}", field="executor")
@@ -180,7 +177,7 @@ def choose_executor(workers: int, executor: str, reloadable: bool = True) -> Run
         return "one"
     if executor != "auto":
         return "threads" if executor == "threads" else "processes"
-    return "threads" if workers <= THREADS_UP_TO or not reloadable else "processes"
+    return "processes" if reloadable else "threads"
 
 
 def _tokenizer_source(tokenizer: TokenizerArg, workers: int) -> tuple[KimiTokenizer, str | None]:
@@ -225,8 +222,19 @@ def _stream(
         return
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.tokenizer,))
     pending: deque[Future[list[_T]]] = deque()
+    chunks = chunked((_slim(item) for item in items) if slim else items, chunk_size)
     try:
-        for chunk in chunked((_slim(item) for item in items) if slim else items, chunk_size):
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                break
+            except Exception:
+                # The input broke: what was read before it still comes out, then the error, as one at a time
+                # and on threads (a Ctrl-C is no Exception: it stops at once).
+                while pending:
+                    yield from pending.popleft().result()
+                raise
             pending.append(pool.submit(work, chunk, job, None))
             while len(pending) >= 4 * workers:
                 yield from pending.popleft().result()
