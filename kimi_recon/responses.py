@@ -382,14 +382,23 @@ def _plain_message_turn(message: dict[str, Any], call_index_offset: int, finish_
                 return None
         calls = tuple(built)
     normalised = _finish_reason(finish_reason, None)
+    _note_ending(metadata, finish_reason, normalised, calls, content, call_index_offset)
+    return AssistantTurn(reasoning=reasoning, content=content, tool_calls=calls, finish_reason=normalised, metadata=metadata)
+
+
+def _note_ending(
+    metadata: dict[str, Any], finish_reason: object, normalised: str | None, calls: tuple[ToolCall, ...], content: str | None, call_index_offset: int
+) -> None:
+    """What both readings note after the fields: the raw finish reason when it was normalised, where a cut fell,
+    and the tool-call ids the model did not write itself."""
     if normalised != finish_reason:
         metadata["finish_reason_raw"] = finish_reason
     if normalised == "length":
+        # Where the cut fell decides what the rebuilt ids end with (no </think>, no <|im_end|>).
         metadata["truncated_in"] = "tool_calls" if calls else "content" if content else "reasoning"
     foreign = _foreign_calls(calls, call_index_offset)
     if foreign:
         metadata["foreign_tool_call_ids"] = foreign
-    return AssistantTurn(reasoning=reasoning, content=content, tool_calls=calls, finish_reason=normalised, metadata=metadata)
 
 
 def _pick_choice(
@@ -470,14 +479,7 @@ def _turn_from_parts(
     if native is not None:
         metadata["native_finish_reason"] = native
     metadata.update(reasoning_meta)
-    if normalised != finish_reason:
-        metadata["finish_reason_raw"] = finish_reason
-    if normalised == "length":
-        # Where the cut fell decides what the rebuilt ids end with (no </think>, no <|im_end|>).
-        metadata["truncated_in"] = "tool_calls" if calls else "content" if content else "reasoning"
-    foreign = _foreign_calls(calls, call_index_offset)
-    if foreign:
-        metadata["foreign_tool_call_ids"] = foreign
+    _note_ending(metadata, finish_reason, normalised, calls, content, call_index_offset)
     metadata.update(_server_ids(resp, ch, where))
     if ch is not message:
         from .servers import detect_server
