@@ -73,6 +73,7 @@ from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidRecordError, preview
 from .flags import max_severity, severity_of
 from .profiles import DEFAULT_PROFILE, get_profile
+from .servers import get_server
 from .usage_stats import TokenCountTally, report_lines
 
 __all__ = [
@@ -287,8 +288,6 @@ def _server_name(server: str | None) -> str | None:
     """``server`` checked once up front (a typo fails the call, not every record)."""
     if server is None:
         return None
-    from .servers import get_server
-
     get_server(server)
     return server
 

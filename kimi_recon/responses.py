@@ -26,6 +26,7 @@ from ._base.arguments import instance_argument, int_argument
 from ._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
 from .errors import GenerationFailedError, InvalidResponseError, KimiReconError, ServerReportedError, as_text, preview
 from .models import FINISH_REASONS, AssistantTurn, ToolCall
+from .servers import detect_server
 
 __all__ = [
     "MESSAGE_FIELDS",
@@ -482,8 +483,6 @@ def _turn_from_parts(
     _note_ending(metadata, finish_reason, normalised, calls, content, call_index_offset)
     metadata.update(_server_ids(resp, ch, where))
     if ch is not message:
-        from .servers import detect_server
-
         detected = detect_server({"choices": [ch]} if "choices" not in resp else resp)
         if detected is not None:
             metadata["server_detected"] = detected

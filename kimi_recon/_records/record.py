@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from .. import responses
 from .._base.arguments import instance_argument
@@ -26,12 +26,10 @@ from ..models import AssistantTurn
 from ..profiles import get_profile
 from ..reconstruct import Reconstruction, reconstruct_output_ids
 from ..record_options import OPTION_KEYS, arrow_tools, parse_options
+from ..servers import ServerProfile, get_server, server_of
 from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
 from .arrow import arrow_value, check_batch, plain
-
-if TYPE_CHECKING:
-    from ..servers import ServerProfile
 
 #: Keys a record may hold its response under, in the order they are looked for.
 RESPONSE_KEYS: tuple[str, ...] = ("response", "turn", "message")
@@ -341,8 +339,6 @@ def missing_field(rec: Mapping[str, Any], keys: Sequence[str]) -> InvalidInputEr
 
 def record_server(rec: Mapping[str, Any], server: str | None = None) -> ServerProfile:
     """The server of a record: its ``server`` field, else ``server``, else what its response reveals, else unknown."""
-    from ..servers import server_of
-
     found = _pick(rec, RESPONSE_KEYS)
     return server_of(rec, found[1] if found is not None else rec, server)
 
@@ -410,7 +406,7 @@ def record_token_counts(
     if prompt_len is None and reported_counts(usage)[0] is not None:
         messages, prompt_ids = rec.get("messages"), rec.get("prompt_ids")
         if isinstance(messages, list):
-            from .prompt import _encode_prompt
+            from .prompt import _encode_prompt  # lazy: it loads jinja2, which only a prompt count needs
 
             try:
                 opts = parse_options(rec, profile=profile, thinking=thinking)
@@ -420,8 +416,6 @@ def record_token_counts(
                 unchecked = (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, why, f"usage.{PROMPT}"),)
         elif isinstance(prompt_ids, Sequence) and not isinstance(prompt_ids, (str, bytes)):
             prompt_len = len(prompt_ids)
-    from ..servers import get_server
-
     pinned = get_server(server).completion_conventions if server is not None else frozenset()
     counts = check_with_profile(
         usage,
