@@ -147,6 +147,12 @@ def parse_options(
         raise err.with_sample(sample) from None
 
 
+def call_index_offset_of(record: Mapping[str, Any]) -> int:
+    """The record's ``call_index_offset`` (absent or null: 0), checked as :func:`parse_options` checks it: what
+    reading a record's turn needs before its profile is known, without resolving the rest of the options."""
+    return _call_index_offset(record.get("call_index_offset")) or 0
+
+
 def turn_options(profile: object, thinking: object, call_index_offset: object) -> tuple[ChatProfile, bool, int]:
     """The options rendering one turn takes (no record, no prompt), checked by the same rules as
     :func:`parse_options`; ``call_index_offset`` None is 0. The hot path of reconstruction calls this."""

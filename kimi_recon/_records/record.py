@@ -25,7 +25,7 @@ from ..flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from ..models import AssistantTurn
 from ..profiles import get_profile
 from ..reconstruct import Reconstruction, reconstruct_output_ids
-from ..record_options import OPTION_KEYS, arrow_tools, parse_options
+from ..record_options import OPTION_KEYS, arrow_tools, call_index_offset_of, parse_options
 from ..servers import ServerProfile, get_server, server_of
 from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
@@ -227,7 +227,7 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     """
     instance_argument(rec, "record", Mapping, "a record object (a mapping)")
     field, response = response_of(rec)
-    offset = parse_options(rec, read=("call_index_offset",)).call_index_offset or 0
+    offset = call_index_offset_of(rec)
     turn = responses.turn_from_response(
         response,
         call_index_offset=offset,
