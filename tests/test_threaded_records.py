@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kimi_recon import load_tokenizer
 from kimi_recon._batch.pool import choose_executor
-from kimi_recon._batch.threads import IN_FLIGHT_PER_THREAD, chunked, threaded_results
+from kimi_recon._batch.threads import IN_FLIGHT_PER_WORKER, chunked, threaded_results
 from kimi_recon.dataset import audit_dataset, reconstruct_records
 from kimi_recon.errors import InvalidInputError
 
@@ -117,7 +117,7 @@ def test_threaded_results_read_ahead_a_bounded_number_of_chunks() -> None:
 
     stream = threaded_results(chunked(items(), 3), lambda chunk: [x * 2 for x in chunk], 2)
     assert next(stream) == 0
-    assert read <= 3 * (IN_FLIGHT_PER_THREAD * 2 + 1)
+    assert read <= 3 * (IN_FLIGHT_PER_WORKER * 2 + 1)
     stream.close()
     assert list(threaded_results(chunked(range(100), 7), lambda chunk: [x + 1 for x in chunk], 3)) == list(range(1, 101))
 
@@ -164,7 +164,7 @@ def test_an_interrupt_stops_new_chunks_and_leaves_no_thread_running() -> None:
             if x == 25:
                 raise KeyboardInterrupt  # Ctrl-C arrives in the main thread, here while it reads a result
     assert threading.active_count() == before
-    assert len(started) <= 3 + IN_FLIGHT_PER_THREAD * 2 + 1  # the chunks in flight, not the whole input
+    assert len(started) <= 3 + IN_FLIGHT_PER_WORKER * 2 + 1  # the chunks in flight, not the whole input
 
 
 def test_the_cli_executor_choice_gives_the_same_rows_as_one_worker(tmp_path: Path) -> None:

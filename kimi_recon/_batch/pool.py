@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
@@ -36,7 +35,7 @@ from ..flags import Flag, flags_to_json
 from ..record_options import OPTION_KEYS
 from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer
 from ..usage_check import TokenCounts
-from .threads import chunked, threaded_results
+from .threads import IN_FLIGHT_PER_WORKER, chunked, ordered_results, threaded_results
 
 _T = TypeVar("_T")
 
@@ -221,25 +220,9 @@ def _stream(
         yield from threaded_results(chunked(items, chunk_size), lambda chunk: work(chunk, job, tok), workers)
         return
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(job.tokenizer,))
-    pending: deque[Future[list[_T]]] = deque()
     chunks = chunked((_slim(item) for item in items) if slim else items, chunk_size)
     try:
-        while True:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                break
-            except Exception:
-                # The input broke: what was read before it still comes out, then the error, as one at a time
-                # and on threads (a Ctrl-C is no Exception: it stops at once).
-                while pending:
-                    yield from pending.popleft().result()
-                raise
-            pending.append(pool.submit(work, chunk, job, None))
-            while len(pending) >= 4 * workers:
-                yield from pending.popleft().result()
-        while pending:
-            yield from pending.popleft().result()
+        yield from ordered_results(chunks, lambda chunk: pool.submit(work, chunk, job, None), IN_FLIGHT_PER_WORKER * workers)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -20,9 +20,9 @@ from typing import TypeVar
 _I = TypeVar("_I")
 _T = TypeVar("_T")
 
-#: Chunks in flight per thread: enough that a thread never waits for the main one to read the next chunk,
-#: few enough that memory stays bounded (the process pool keeps the same number).
-IN_FLIGHT_PER_THREAD = 4
+#: Chunks in flight per worker (thread or process): enough that a worker never waits for the main one to read
+#: the next chunk, few enough that memory stays bounded.
+IN_FLIGHT_PER_WORKER = 4
 
 
 def chunked(items: Iterable[_I], size: int) -> Iterator[list[_I]]:
@@ -38,34 +38,43 @@ def chunked(items: Iterable[_I], size: int) -> Iterator[list[_I]]:
 
 
 def threaded_results(chunks: Iterable[list[_I]], work: Callable[[list[_I]], list[_T]], threads: int) -> Iterator[_T]:
-    """``work(chunk)`` of every chunk on ``threads`` threads, each chunk's results in turn, in input order.
-
-    At most ``IN_FLIGHT_PER_THREAD * threads`` chunks are read ahead. ``work`` must return one result per item
-    (the record functions do, errors included): a chunk whose list is short or long is a ``RuntimeError``, never
-    a silently dropped sample. When reading the input fails, the results of everything read before it come out
-    first, then the error, as they would one record at a time. On Ctrl-C (or when the caller stops iterating)
-    no new chunk starts; the threads finish the chunk each is on, then the interrupt goes on.
+    """``work(chunk)`` of every chunk on ``threads`` threads, each chunk's results in turn, in input order
+    (:func:`ordered_results`, at most ``IN_FLIGHT_PER_WORKER * threads`` chunks read ahead). On Ctrl-C (or when
+    the caller stops iterating) no new chunk starts; the threads finish the chunk each is on, then the interrupt
+    goes on.
     """
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kimi-recon")
-    pending: deque[tuple[int, Future[list[_T]]]] = deque()
-    source = iter(chunks)
     try:
-        while True:
-            try:
-                chunk = next(source)
-            except StopIteration:
-                break
-            except BaseException:
-                while pending:  # what was read before the failure, then the failure
-                    yield from _checked(*pending.popleft())
-                raise
-            pending.append((len(chunk), pool.submit(work, chunk)))
-            while len(pending) >= IN_FLIGHT_PER_THREAD * threads:
-                yield from _checked(*pending.popleft())
-        while pending:
-            yield from _checked(*pending.popleft())
+        yield from ordered_results(chunks, lambda chunk: pool.submit(work, chunk), IN_FLIGHT_PER_WORKER * threads)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def ordered_results(chunks: Iterable[list[_I]], submit: Callable[[list[_I]], Future[list[_T]]], in_flight: int) -> Iterator[_T]:
+    """Each chunk's results in input order, the chunks handed to ``submit`` (a thread or process pool's) at most
+    ``in_flight`` ahead of the one read.
+
+    Each chunk must give one result per item (the record functions do, errors included): a short or long list is
+    a ``RuntimeError``, never a silently dropped sample. When reading the input fails, the results of everything
+    read before it come out first, then the error, as they would one record at a time (a Ctrl-C is no Exception:
+    it goes on at once).
+    """
+    pending: deque[tuple[int, Future[list[_T]]]] = deque()
+    source = iter(chunks)
+    while True:
+        try:
+            chunk = next(source)
+        except StopIteration:
+            break
+        except Exception:
+            while pending:  # what was read before the failure, then the failure
+                yield from _checked(*pending.popleft())
+            raise
+        pending.append((len(chunk), submit(chunk)))
+        while len(pending) >= in_flight:
+            yield from _checked(*pending.popleft())
+    while pending:
+        yield from _checked(*pending.popleft())
 
 
 def _checked(size: int, future: Future[list[_T]]) -> list[_T]:
