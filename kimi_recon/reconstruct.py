@@ -6,9 +6,9 @@ encoded on its own (see :mod:`kimi_recon.segments`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ._base.arguments import choice_argument, instance_argument
 from ._base.reprs import ids_repr, text_repr
@@ -21,7 +21,7 @@ from .models import AssistantTurn
 from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
-from .segments import encode_segments, marker_ids, surrogate_flags
+from .segments import encode_many_plain, encode_segments, marker_ids, surrogate_flags
 from .servers import ServerProfile, get_server, losses_of_shape, server_losses
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
 from .usage_check import Convention, reported_counts
@@ -149,14 +149,67 @@ def reconstruct_output_ids(
     (``metadata["server_token_ids"]``, then used as the ids), logprobs covering the whole output, or
     ``usage.completion_tokens`` (``usage``, else the response's) counted as the named server counts.
     """
+    pending = _rendered_for_ids(turn, tokenizer, profile, thinking, call_index_offset=call_index_offset, stop=stop, server=server)
+    choice_argument(special_text, "special_text", ("special", "ordinary"))
+    ids = _encode_checked(pending.rendered, pending.tokenizer, special_text, pending.profile)  # (all checked above)
+    return _finished(pending, ids, use_logprobs=use_logprobs, usage=usage)
+
+
+class _PendingTurn(NamedTuple):
+    """A turn rendered and waiting for its ids (:func:`_rendered_for_ids`), with the options it was rendered with."""
+
+    turn: AssistantTurn
+    rendered: RenderedTurn
+    tokenizer: KimiTokenizer
+    profile: ChatProfile
+    thinking: bool
+    server: ServerProfile
+
+
+def _rendered_for_ids(
+    turn: AssistantTurn | Mapping[str, Any] | str | Any,
+    tokenizer: KimiTokenizer | None,
+    profile: str | ChatProfile | None,
+    thinking: bool,
+    *,
+    call_index_offset: int,
+    stop: str | None,
+    server: str | ServerProfile | None,
+) -> _PendingTurn:
+    """The first half of :func:`reconstruct_output_ids` (its arguments, checked): the turn read and rendered.
+    The ids of the rendered turn then come one turn at a time or a batch at a time (:func:`_encode_pending`)."""
     turn = as_turn(turn)
-    model = turn.metadata.get("model")
-    prof = profile_or_model(profile, model)
+    prof = profile_or_model(profile, turn.metadata.get("model"))
     tok = tokenizer_for_profile(tokenizer, prof)
     srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
-    choice_argument(special_text, "special_text", ("special", "ordinary"))
-    ids = _encode_checked(rendered, tok, special_text, prof)  # (the rendered turn, tokenizer and profile are checked above)
+    return _PendingTurn(turn, rendered, tok, prof, thinking, srv)
+
+
+def _encode_pending(pending: Sequence[_PendingTurn]) -> list[list[int]]:
+    """The ids of each pending turn as :func:`reconstruct_output_ids` encodes them (``special_text="special"``),
+    the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_many_plain`).
+    It raises what encoding one of the turns raises; a caller that needs each turn's error alone encodes the turns
+    one by one then (:func:`_finished` with no ids)."""
+    groups: dict[tuple[int, str], list[int]] = {}
+    for i, p in enumerate(pending):
+        groups.setdefault((id(p.tokenizer), p.profile.name), []).append(i)
+    out: list[list[int]] = [[] for _ in pending]
+    for members in groups.values():
+        first = pending[members[0]]
+        encoded = encode_many_plain([pending[i].rendered for i in members], first.tokenizer, first.profile)
+        for i, ids in zip(members, encoded, strict=True):
+            out[i] = ids
+    return out
+
+
+def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: bool = True, usage: Mapping[str, Any] | None = None) -> Reconstruction:
+    """The second half of :func:`reconstruct_output_ids`: the reconstruction of a pending turn whose rendered
+    text encodes to ``ids`` (the caller's: they may be replaced, never copied; None: encoded here, ``special_text="special"``)."""
+    turn, rendered, tok, prof, thinking, srv = pending
+    if ids is None:
+        ids = _encode_checked(rendered, tok, "special", prof)
+    model = turn.metadata.get("model")
     flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
     mismatch = model_mismatch(prof, model)
     if mismatch is not None:

@@ -18,7 +18,7 @@ profile (``ChatProfile.encoding``):
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -136,20 +136,59 @@ def encode_with_style(
     return _encode_once(segments, tokenizer, fields_plain, text)
 
 
+#: A ``per_segment`` turn's ids in the order they are joined: an ``int`` is the index of a text in the list of texts
+#: to encode (its ids come fresh from tiktoken), a list is ids to copy (a marker's, a cached template text's).
+_Plan = list[int | list[int]]
+
+
 def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int]) -> list[int]:
-    ids: list[int] = []
-    ordinary = tokenizer.encode_ordinary_piece
+    texts: list[str] = []
+    plan = _plan_per_segment(segments, tokenizer, ids_of_markers, texts)
     short = tokenizer.encoding.encode_ordinary  # a text no official chunk cut can fall in: one call less
+    return _assembled(plan, [short(t) if len(t) <= MAX_RUN_CHARS else tokenizer.encode_ordinary_piece(t) for t in texts])
+
+
+def _plan_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int], texts: list[str]) -> _Plan:
+    """The plan of ``per_segment`` ids: each marker's id, each template text's (cached), each field text
+    appended to ``texts`` to be encoded on its own."""
+    plan: _Plan = []
     template = tokenizer.encode_template_text
     cached = tokenizer.template_text_ids.get  # its cache, read here: a K3 tool call holds dozens of these pieces
     for text, field, special in segments:
         if special:
-            ids.append(ids_of_markers[text])
+            plan.append([ids_of_markers[text]])
         elif field is None:
-            ids += cached(text) or template(text)
+            plan.append(cached(text) or template(text))
         elif text:
-            ids = _followed_by(ids, short(text) if len(text) <= MAX_RUN_CHARS else ordinary(text))
+            plan.append(len(texts))
+            texts.append(text)
+    return plan
+
+
+def _assembled(plan: _Plan, encoded: list[list[int]]) -> list[int]:
+    """The ids of ``plan``, with ``encoded[i]`` (lists the caller gives away) for each text index ``i``."""
+    ids: list[int] = []
+    for part in plan:
+        if type(part) is int:
+            ids = _followed_by(ids, encoded[part])
+        else:
+            ids += part  # type: ignore[arg-type]  # (not an int: a list to copy)
     return ids
+
+
+def encode_many_plain(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int]]:
+    """``encode_segments`` of each rendered turn (special-token text in fields read as the profile's official
+    tokenizer reads it), in one call into tiktoken for them all (:meth:`~kimi_recon.tokenizer.KimiTokenizer.encode_many`):
+    a one-encode is ``tokenizer.encode(text)`` of each turn's text (which the piece-wise encode equals), a
+    ``per_segment`` turn has its field texts encoded together with every other turn's. The arguments are the
+    caller's to have checked."""
+    if profile.encoding != "per_segment":
+        return tokenizer.encode_many([turn.text for turn in rendered])
+    texts: list[str] = []
+    ids_of_markers = marker_ids(profile)
+    plans = [_plan_per_segment(turn.segments, tokenizer, ids_of_markers, texts) for turn in rendered]
+    encoded = tokenizer.encode_many(texts, allowed_special=frozenset())
+    return [_assembled(plan, encoded) for plan in plans]
 
 
 def _followed_by(ids: list[int], more: list[int]) -> list[int]:

@@ -192,6 +192,24 @@ def _encode_in_official_chunks(text: str, encode_piece: Callable[[str], list[int
     return ids
 
 
+def _split_at(ids: list[int], sep_id: int, n: int) -> list[list[int]] | None:
+    """``ids`` cut at its ``n - 1`` occurrences of ``sep_id``, which are dropped; None when it holds another number of them."""
+    parts = []
+    start = 0
+    try:
+        for _ in range(n - 1):
+            end = ids.index(sep_id, start)
+            parts.append(ids[start:end])
+            start = end + 1
+    except ValueError:
+        return None
+    last = ids[start:]
+    if sep_id in last:
+        return None
+    parts.append(last)
+    return parts
+
+
 # --- tiktoken adapter -----------------------------------------------------------------------------
 # tiktoken keeps the ranks, the split regex and the special-token table of an Encoding in private
 # attributes, and its bytes encoder is private too. Every read of them in this package goes through
@@ -348,6 +366,57 @@ class KimiTokenizer:
     def encode_ordinary_piece(self, text: str) -> list[int]:
         """``encode(text, allowed_special=set())`` without the type check: the hot path of the segment encoders."""
         return _encode_in_official_chunks(text, self._encoding.encode_ordinary)
+
+    def encode_many(self, texts: Sequence[str], *, allowed_special: Literal["all"] | Set[str] = "all") -> list[list[int]]:
+        """``[encode(t, allowed_special=allowed_special) for t in texts]``, every text the official chunking leaves
+        whole in one call into tiktoken, which releases the GIL once for all of them instead of once per text.
+
+        Why it pays: on threads, every release and re-take of the GIL is a hand-off between threads (a wake-up of
+        the other core), and a record's few short encodes made those hand-offs cost more than the overlap won
+        (docs/benchmarks.md, "Many turns"). The texts are joined with a special token none of them holds, which
+        is allowed: tiktoken encodes the text between two allowed special tokens on its own (the split regex sees
+        that slice and nothing past it), so each part is that text's encode. A special text that is not allowed
+        is ordinary text there, and tiktoken goes on looking from the next character after one, so it hides no
+        separator it overlaps; one that starts where a separator does could (none of Kimi's tables has one): the
+        ids must hold exactly one separator id per separator, else every text is encoded on its own. The texts
+        must be strings; the returned lists are the caller's (fresh)."""
+        separator = self._separator
+        whole = [i for i, t in enumerate(texts) if not may_be_cut(t)]
+        if separator is None or len(whole) < 2:
+            return [self.encode(t, allowed_special=allowed_special) for t in texts]
+        sep_text, sep_id = separator
+        if allowed_special == "all":
+            allowed = self._all_specials
+        else:
+            allowed = frozenset({sep_text, *(t for t in allowed_special if t in self._special)})
+        joined = sep_text.join([texts[i] for i in whole])
+        parts = None
+        if joined.count(sep_text) == len(whole) - 1:
+            parts = _split_at(self._encoding.encode(joined, allowed_special=allowed, disallowed_special=()), sep_id, len(whole))
+        if parts is None:  # a text holds the separator's text: one call each
+            return [self.encode(t, allowed_special=allowed_special) for t in texts]
+        if len(whole) == len(texts):
+            return parts
+        out = [[] if not may_be_cut(t) else self.encode(t, allowed_special=allowed_special) for t in texts]
+        for i, ids in zip(whole, parts, strict=True):
+            out[i] = ids
+        return out
+
+    @functools.cached_property
+    def _all_specials(self) -> frozenset[str]:
+        return frozenset(self._special)
+
+    @functools.cached_property
+    def _separator(self) -> tuple[str, int] | None:
+        """(text, id) of the special token :meth:`encode_many` joins texts with: the reserved slot with the highest
+        id (no renderer writes one) whose id is no BPE rank; None when there is none (each text is then encoded on
+        its own)."""
+        ranks = frozenset(encoding_ranks(self._encoding).values())
+        reserved = [(tid, text) for text, tid in self._special.items() if text.startswith("<|reserved_token_") and tid not in ranks]
+        if not reserved:
+            return None
+        tid, text = max(reserved)
+        return text, tid
 
     def encode_template_text(self, text: str) -> list[int]:
         """``encode_ordinary_piece`` of a renderer's own text (tag names, attribute keys), cached: a K3 turn

@@ -226,6 +226,11 @@ def test_input_is_consumed_lazily_with_bounded_work_in_flight() -> None:
     consumed = 0
     serial = reconstruct_records(records())
     next(serial)
+    assert consumed == 64  # one chunk (chunk_size, whose turns are encoded together), not the whole input
+    serial.close()
+    consumed = 0
+    serial = reconstruct_records(records(), chunk_size=1)
+    next(serial)
     assert consumed == 1
     serial.close()
 

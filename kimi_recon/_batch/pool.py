@@ -22,13 +22,11 @@ from .._records.record import (
     RecordResult,
     RecordsArg,
     TokenizerArg,
-    _as_record,
     _iter_lines,
-    _reconstruct_checked,
-    audit_record,
+    audit_records,
+    checked_together,
     get_tokenizer,
     record_error,
-    record_id,
 )
 from ..errors import InvalidInputError, InvalidInputTypeError
 from ..flags import Flag, flags_to_json
@@ -53,10 +51,7 @@ class _Job:
 
 def _audit_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None) -> list[RecordResult]:
     tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
-    return [
-        audit_record(rec, tok, profile=job.profile, thinking=job.thinking, use_logprobs=job.use_logprobs, index=i, line=line, server=job.server)
-        for i, line, rec in items
-    ]
+    return audit_records(items, tok, job.profile, job.thinking, job.use_logprobs, job.server)
 
 
 @dataclass(frozen=True)
@@ -90,18 +85,19 @@ class RecordReconstruction:
 def _reconstruct_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer | None = None) -> list[RecordReconstruction]:
     tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
     out = []
-    for index, line, record in items:
-        rid: str | None = None
-        try:
-            rec = _as_record(record, line)
-            rid = record_id(rec)
-            recon, counts, flags, _ = _reconstruct_checked(rec, tok, job.profile, job.thinking, job.use_logprobs, job.server)
-        except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
-            error = record_error(index, line, rid, err)
+    checked = checked_together(items, tok, job.profile, job.thinking, job.use_logprobs, job.server, _nothing)
+    for (index, line, _), (rid, _, result) in zip(items, checked, strict=True):
+        if isinstance(result, Exception):
+            error = record_error(index, line, rid, result)
             out.append(RecordReconstruction(index, error.line, rid, None, error=error))
             continue
+        recon, counts, flags, _ = result
         out.append(RecordReconstruction(index, line, rid, tuple(recon.ids), recon.source, flags, token_counts=counts, server=recon.server))
     return out
+
+
+def _nothing(record: Mapping[str, Any]) -> None:
+    """What a reconstruction checks before rendering a record: nothing more than rendering does."""
 
 
 def _init_worker(tokenizer: str | None) -> None:
@@ -212,9 +208,9 @@ def _stream(
     """
     chunk_size = int_argument(chunk_size, "chunk_size", minimum=1)
     items = _items(records)
-    if workers <= 1:
-        for item in items:
-            yield from work([item], job, tok)
+    if workers <= 1:  # in chunks too: a chunk's turns are encoded in one call into tiktoken (see checked_together)
+        for chunk in chunked(items, chunk_size):
+            yield from work(chunk, job, tok)
         return
     if runner == "threads":
         yield from threaded_results(chunked(items, chunk_size), lambda chunk: work(chunk, job, tok), workers)

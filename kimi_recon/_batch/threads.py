@@ -26,13 +26,19 @@ IN_FLIGHT_PER_WORKER = 4
 
 
 def chunked(items: Iterable[_I], size: int) -> Iterator[list[_I]]:
-    """``items`` in lists of ``size`` (the last one shorter)."""
+    """``items`` in lists of ``size`` (the last one shorter). When reading ``items`` fails, the items read
+    since the last chunk come out as one more chunk first, then the error: no item read is left behind."""
     chunk: list[_I] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
+    try:
+        for item in items:
+            chunk.append(item)
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
+    except Exception:
+        if chunk:
             yield chunk
-            chunk = []
+        raise
     if chunk:
         yield chunk
 

@@ -10,10 +10,10 @@ import functools
 import json
 import numbers
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 from .. import responses
 from .._base.arguments import instance_argument
@@ -24,7 +24,7 @@ from ..errors import InvalidInputError, InvalidInputTypeError, InvalidRecordErro
 from ..flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from ..models import AssistantTurn
 from ..profiles import get_profile
-from ..reconstruct import Reconstruction, reconstruct_output_ids
+from ..reconstruct import Reconstruction, _encode_pending, _finished, _PendingTurn, _rendered_for_ids
 from ..record_options import OPTION_KEYS, arrow_tools, call_index_offset_of, parse_options
 from ..servers import ServerProfile, get_server, server_of
 from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
@@ -347,32 +347,89 @@ def _reconstruct(
     rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool, server: str | None = None
 ) -> tuple[AssistantTurn, Reconstruction]:
     """The record's turn and its reconstruction, without the usage check (which may render the prompt)."""
+    pending = _pending_of(rec, tok, profile, thinking, server)
+    return pending.turn, _finished(pending, None, use_logprobs=use_logprobs, usage=_usage_of(rec))
+
+
+def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, server: str | None) -> _PendingTurn:
+    """The record's turn, read and rendered with the record's options, waiting for its ids."""
     turn = turn_of_record(rec)
     prof, think, offset = _options(rec, profile, thinking, turn.metadata.get("model"))
+    return _rendered_for_ids(turn, tok, prof, think, call_index_offset=offset, stop=None, server=record_server(rec, server))
+
+
+def _usage_of(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     usage = rec.get("usage")
-    return turn, reconstruct_output_ids(
-        turn,
-        tok,
-        prof,
-        think,
-        call_index_offset=offset,
-        use_logprobs=use_logprobs,
-        server=record_server(rec, server),
-        usage=usage if isinstance(usage, Mapping) else None,
-    )
+    return usage if isinstance(usage, Mapping) else None
+
+
+#: What the usage check adds to a reconstruction: (reconstruction, usage check, every flag, provider).
+Checked = tuple[Reconstruction, "TokenCounts | None", tuple[Flag, ...], "str | None"]
 
 
 def _reconstruct_checked(
     rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool, server: str | None = None
-) -> tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]:
+) -> Checked:
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
     turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs, server)
+    return _with_usage_check(rec, turn, recon, tok)
+
+
+def _with_usage_check(rec: Mapping[str, Any], turn: AssistantTurn, recon: Reconstruction, tok: KimiTokenizer) -> Checked:
     counts, unchecked = record_token_counts(
         rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server, reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED)
     )
     flags = recon.flags + unchecked + (counts.flags() if counts is not None else ())
     provider = rec.get("provider", turn.metadata.get("provider"))
     return recon, counts, flags, provider if isinstance(provider, str) else None
+
+
+_S = TypeVar("_S")
+
+
+def checked_together(
+    items: Sequence[tuple[int, int | None, object]],
+    tok: KimiTokenizer,
+    profile: str | None,
+    thinking: bool,
+    use_logprobs: bool,
+    server: str | None,
+    before: Callable[[Mapping[str, Any]], _S],
+) -> list[tuple[str | None, _S | None, Checked | Exception]]:
+    """:func:`_reconstruct_checked` of each ``(index, line, record)``, in order, as ``(record id, before(record),
+    checked)``, the last an exception for a record that failed (``before`` runs first: an audit's checks of its
+    reference ids). Every turn is rendered first, then the turns are encoded together
+    (:func:`~kimi_recon.reconstruct._encode_pending`: one call into tiktoken, so threads hand the GIL over once
+    a chunk, not a few times a record), then each is finished: the same results as one at a time."""
+    started: list[tuple[str | None, tuple[Mapping[str, Any], _S, _PendingTurn] | Exception]] = []
+    for _index, line, record in items:
+        rid: str | None = None
+        try:
+            rec = _as_record(record, line)
+            rid = record_id(rec)
+            state = before(rec)
+            started.append((rid, (rec, state, _pending_of(rec, tok, profile, thinking, server))))
+        except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
+            started.append((rid, err))
+    pending = [entry[2] for _, entry in started if not isinstance(entry, Exception)]
+    encoded: Iterator[list[int] | None]
+    try:
+        encoded = iter(_encode_pending(pending))
+    except Exception:  # noqa: BLE001 - then each turn is encoded on its own, and an error is its record's alone
+        encoded = iter([None] * len(pending))
+    out: list[tuple[str | None, _S | None, Checked | Exception]] = []
+    for rid, entry in started:
+        if isinstance(entry, Exception):
+            out.append((rid, None, entry))
+            continue
+        held, kept, turn = entry
+        ids = next(encoded)
+        try:
+            recon = _finished(turn, ids, use_logprobs=use_logprobs, usage=_usage_of(held))
+            out.append((rid, kept, _with_usage_check(held, turn.turn, recon, tok)))
+        except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
+            out.append((rid, kept, err))
+    return out
 
 
 def record_token_counts(
@@ -449,28 +506,50 @@ def audit_record(
     names the server that produced the response (see :func:`~kimi_recon.reconstruct.reconstruct_output_ids`);
     the record's ``server`` field wins.
     """
-    rid: str | None = None
     try:
-        rec = _as_record(record, line)
-        rid = record_id(rec)
         tok = get_tokenizer(tokenizer)
-        response_of(rec)
-        ref_found = _pick(rec, REFERENCE_KEYS)
-        if ref_found is None:
-            raise missing_field(rec, REFERENCE_KEYS)
-        reference = check_ids(ref_found[1], tok, ref_found[0])
-        recon, counts, flags, provider = _reconstruct_checked(rec, tok, profile, thinking, use_logprobs, server)
-        wrong_format = ids_mismatch(get_profile(recon.profile), reference, ref_found[0])
-        if wrong_format is not None:
-            flags = (wrong_format, *flags)
-        # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
-        comparison = compare_checked_ids(reference, recon.ids, tokenizer_for_profile(tok, recon.profile))
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
+        rid = record_id(record)
         error = record_error(index, line, rid, err)
         return RecordResult(index, error.line, rid, error=error)
-    return RecordResult(
-        index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider, profile=recon.profile, server=recon.server
-    )
+    return audit_records([(index, line, record)], tok, profile, thinking, use_logprobs, server)[0]
+
+
+def _reference_of(tok: KimiTokenizer, rec: Mapping[str, Any]) -> tuple[list[int], str]:
+    """A record's checked reference ids and the key they are under (its response must be there too)."""
+    response_of(rec)
+    found = _pick(rec, REFERENCE_KEYS)
+    if found is None:
+        raise missing_field(rec, REFERENCE_KEYS)
+    return check_ids(found[1], tok, found[0]), found[0]
+
+
+def audit_records(
+    items: Sequence[tuple[int, int | None, object]], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool, server: str | None
+) -> list[RecordResult]:
+    """:func:`audit_record` of each ``(index, line, record)``, in order, the turns encoded together
+    (:func:`checked_together`)."""
+    out = []
+    checked = checked_together(items, tok, profile, thinking, use_logprobs, server, functools.partial(_reference_of, tok))
+    for (index, line, _), (rid, reference, result) in zip(items, checked, strict=True):
+        try:
+            if isinstance(result, Exception):
+                raise result
+            recon, counts, flags, provider = result
+            ref_ids, ref_key = reference  # type: ignore[misc]  # (set for every record that got this far)
+            wrong_format = ids_mismatch(get_profile(recon.profile), ref_ids, ref_key)
+            if wrong_format is not None:
+                flags = (wrong_format, *flags)
+            # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
+            comparison = compare_checked_ids(ref_ids, recon.ids, tokenizer_for_profile(tok, recon.profile))
+        except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
+            error = record_error(index, line, rid, err)
+            out.append(RecordResult(index, error.line, rid, error=error))
+            continue
+        out.append(RecordResult(
+            index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider, profile=recon.profile, server=recon.server
+        ))
+    return out
 
 
 def audit_row(
