@@ -186,15 +186,15 @@ def _rendered_for_ids(
     return _PendingTurn(turn, rendered, tok, prof, thinking, srv)
 
 
-def _encode_pending(pending: Sequence[_PendingTurn]) -> list[list[int]]:
+def _encode_pending(pending: Sequence[_PendingTurn]) -> list[list[int] | None]:
     """The ids of each pending turn as :func:`reconstruct_output_ids` encodes them (``special_text="special"``),
-    the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_many_plain`).
-    It raises what encoding one of the turns raises; a caller that needs each turn's error alone encodes the turns
-    one by one then (:func:`_finished` with no ids)."""
+    the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_many_plain`);
+    None for a turn to encode on its own (:func:`_finished` with no ids does). It raises what encoding one of the
+    turns raises; a caller that needs each turn's error alone then encodes each turn on its own."""
     groups: dict[tuple[int, str], list[int]] = {}
     for i, p in enumerate(pending):
         groups.setdefault((id(p.tokenizer), p.profile.name), []).append(i)
-    out: list[list[int]] = [[] for _ in pending]
+    out: list[list[int] | None] = [None] * len(pending)
     for members in groups.values():
         first = pending[members[0]]
         encoded = encode_many_plain([pending[i].rendered for i in members], first.tokenizer, first.profile)

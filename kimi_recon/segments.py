@@ -18,6 +18,7 @@ profile (``ChatProfile.encoding``):
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -176,19 +177,98 @@ def _assembled(plan: _Plan, encoded: list[list[int]]) -> list[int]:
     return ids
 
 
-def encode_many_plain(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int]]:
+def encode_many_plain(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
     """``encode_segments`` of each rendered turn (special-token text in fields read as the profile's official
-    tokenizer reads it), in one call into tiktoken for them all (:meth:`~kimi_recon.tokenizer.KimiTokenizer.encode_many`):
-    a one-encode is ``tokenizer.encode(text)`` of each turn's text (which the piece-wise encode equals), a
-    ``per_segment`` turn has its field texts encoded together with every other turn's. The arguments are the
-    caller's to have checked."""
+    tokenizer reads it), in one call into tiktoken for them all (:meth:`~kimi_recon.tokenizer.KimiTokenizer.encode_many`);
+    None for a turn the caller must encode on its own. A one-encode is ``tokenizer.encode(text)`` of each turn's
+    text (which the piece-wise encode equals); a ``per_segment`` turn is its marked text (:func:`_marked_text`)
+    encoded with the markers allowed, else its field texts encoded as ordinary text beside every other turn's.
+    The arguments are the caller's to have checked."""
+    if len(rendered) < 2:
+        return [None] * len(rendered)  # nothing to share a call with: the one-turn encode is the faster road
     if profile.encoding != "per_segment":
-        return tokenizer.encode_many([turn.text for turn in rendered])
-    texts: list[str] = []
+        return list(tokenizer.encode_many([turn.text for turn in rendered]))
+    kit = _marker_kit(tokenizer, profile.special_tokens)
+    used: set[str] = set()  # the markers written: only they need be allowed (a set converted on every call)
+    marked = [None if kit is None else _marked_text(turn.segments, kit.allowed, kit.piece_text, used) for turn in rendered]
+    pieces: list[str] = []
     ids_of_markers = marker_ids(profile)
-    plans = [_plan_per_segment(turn.segments, tokenizer, ids_of_markers, texts) for turn in rendered]
-    encoded = tokenizer.encode_many(texts, allowed_special=frozenset())
-    return [_assembled(plan, encoded) for plan in plans]
+    plans = [None if m is not None else _plan_per_segment(turn.segments, tokenizer, ids_of_markers, pieces) for turn, m in zip(rendered, marked, strict=True)]
+    whole = tokenizer.encode_many([m[0] for m in marked if m is not None], allowed_special=used | {kit.piece_text}) if kit is not None else []
+    encoded = tokenizer.encode_many(pieces, allowed_special=frozenset()) if pieces else []
+    out: list[list[int] | None] = []
+    next_whole = iter(whole)
+    for m, plan in zip(marked, plans, strict=True):
+        if plan is not None:
+            out.append(_assembled(plan, encoded))
+            continue
+        ids = next(next_whole)
+        if m is not None and m[1]:  # the piece separators come out as their id, once each
+            kept = [i for i in ids if i != kit.piece_id]  # type: ignore[union-attr]  # (a marked text means a kit)
+            ids = kept if len(ids) - len(kept) == m[1] else None  # type: ignore[assignment]
+        out.append(ids)
+    return out
+
+
+class _MarkerKit(NamedTuple):
+    """What encoding ``per_segment`` turns whole needs (:func:`_marker_kit`)."""
+
+    allowed: frozenset[str]
+    piece_text: str
+    piece_id: int
+
+
+@functools.lru_cache(maxsize=8)
+def _marker_kit(tokenizer: KimiTokenizer, table: str) -> _MarkerKit | None:
+    """The special texts a ``per_segment`` turn may be encoded whole with, and the one written between two texts
+    next to each other: every ``<|name|>`` text with the same id in the tokenizer and in the profile's ``table``
+    of which no other special text of the tokenizer is a prefix or a prefix extension (tiktoken could read that one
+    in its place), and the reserved slot below :meth:`~kimi_recon.tokenizer.KimiTokenizer.encode_many`'s
+    separator. None when there is no such slot (each text is then encoded on its own)."""
+    own = tokenizer.special_tokens
+    profile_ids = _marker_ids(table)
+    shaped = [t for t, tid in own.items() if _MARKER_SHAPE.fullmatch(t) and profile_ids.get(t) == tid]
+    allowed = [t for t in shaped if not any(o != t and (o.startswith(t) or t.startswith(o)) for o in own)]
+    turn_separator = tokenizer._separator
+    below = [(tid, t) for t in allowed if t.startswith("<|reserved_token_") and turn_separator is not None and (tid := own[t]) < turn_separator[1]]
+    if not below:
+        return None
+    piece_id, piece_text = max(below)
+    return _MarkerKit(frozenset(allowed), piece_text, piece_id)
+
+
+_MARKER_SHAPE = re.compile(r"<\|[A-Za-z0-9_]+\|>")
+
+
+def _marked_text(segments: tuple[Segment, ...], allowed: frozenset[str], piece_text: str, used: set[str]) -> tuple[str, int] | None:
+    """The text whose encode with ``allowed`` special texts (and the turn separator) is the ``per_segment`` ids of
+    ``segments`` once the ``piece_text`` ids are dropped, and how many of those it holds; None when there is none.
+
+    Every marker must be allowed; every other text is written as it is, ``piece_text`` between two of them next to
+    each other (so each is a slice of its own, as it is encoded alone). No text may hold ``<|``: every allowed text
+    starts so and holds no other ``<``, so then the allowed specials tiktoken finds are the markers and separators
+    themselves, and the text between two of them is one segment's, encoded as ordinary text (a text longer than
+    ``MAX_RUN_CHARS``, which the official chunking may cut, is left out). The markers go into ``used``."""
+    parts: list[str] = []
+    gaps = 0
+    after_text = False
+    for text, _field, special in segments:
+        if special:
+            if text not in allowed:
+                return None
+            used.add(text)
+            after_text = False
+        elif not text:
+            continue  # no ids, no boundary
+        elif "<|" in text or len(text) > MAX_RUN_CHARS:
+            return None
+        else:
+            if after_text:
+                parts.append(piece_text)
+                gaps += 1
+            after_text = True
+        parts.append(text)
+    return "".join(parts), gaps
 
 
 def _followed_by(ids: list[int], more: list[int]) -> list[int]:

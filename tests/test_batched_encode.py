@@ -10,6 +10,7 @@ tests check against the official ids: the texts alone, whole rendered turns of b
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from kimi_recon._records.record import audit_record, reconstruct_record
 from kimi_recon.dataset import audit_dataset, reconstruct_records
 from kimi_recon.profiles import get_profile
 from kimi_recon.render import render_turn_with_flags
-from kimi_recon.segments import encode_many_plain, encode_segments
+from kimi_recon.responses import as_turn
+from kimi_recon.segments import _marked_text, _marker_kit, encode_many_plain, encode_segments
 from kimi_recon.tokenizer import MAX_RUN_CHARS, KimiTokenizer, may_be_cut
 
 K25 = load_tokenizer()
@@ -92,7 +94,8 @@ def test_rendered_turns_encoded_together_equal_each_encoded_alone(turns: list[As
     tok = K3 if profile == "kimi-k3" else K25
     rendered = [render_turn_with_flags(t, prof, thinking) for t in turns]
     together = encode_many_plain(rendered, tok, prof)
-    assert together == [encode_segments(r.segments, tok, prof, fields_plain=r.fields_plain, text=r.text) for r in rendered]
+    alone = [encode_segments(r.segments, tok, prof, fields_plain=r.fields_plain, text=r.text) for r in rendered]
+    assert together == (alone if len(rendered) > 1 else [None])  # (one turn alone takes the one-turn encode)
 
 
 def _rows(folder: str) -> list[dict[str, Any]]:
@@ -139,3 +142,16 @@ def test_a_chunk_audit_equals_each_record_audited_alone(chunk_size: int) -> None
     assert sep.error is None and sep.kind != "exact"  # its reference is made up; its separator text is ordinary text
     summary = audit_dataset(RECORDS, chunk_size=chunk_size)
     assert summary.total == len(RECORDS) and summary.counts == audit_dataset(RECORDS, chunk_size=1).counts
+
+
+@pytest.mark.parametrize(("profile", "folder"), [("kimi-k2.5", "official-k2.5-dev"), ("kimi-k3", "official-k3-dev")])
+def test_golden_turns_encoded_together_are_the_official_ids_on_every_road(profile: str, folder: str) -> None:
+    prof, tok = get_profile(profile), TOKENIZERS[profile]
+    rows = _rows(folder)
+    rendered = [render_turn_with_flags(as_turn(r["turn"]), prof, r["thinking"]) for r in rows]
+    assert encode_many_plain(rendered, tok, prof) == [r["output_ids"] for r in rows]
+    if profile == "kimi-k3":  # whole with no separator, whole with separators between texts next to each other, piece by piece
+        kit = _marker_kit(tok, prof.special_tokens)
+        assert kit is not None and {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"} <= kit.allowed and kit.piece_id == 163836
+        roads = Counter("pieces" if m is None else "separated" if m[1] else "whole" for m in (_marked_text(r.segments, kit.allowed, kit.piece_text, set()) for r in rendered))
+        assert min(roads["pieces"], roads["separated"], roads["whole"]) >= 10, roads
