@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 
 from kimi_recon import AssistantTurn, ToolCall, load_tokenizer
 from kimi_recon._batch.pool import _audit_chunk, _Job
-from kimi_recon._records.record import audit_record, reconstruct_record
+from kimi_recon._records.record import _options, audit_record, reconstruct_record
 from kimi_recon.dataset import audit_dataset, reconstruct_records
+from kimi_recon.errors import KimiReconError
 from kimi_recon.profiles import get_profile
+from kimi_recon.record_options import parse_options
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.responses import as_turn
 from kimi_recon.segments import _marked_text, _marker_kit, encode_many_plain, encode_segments
@@ -155,3 +157,27 @@ def test_golden_turns_encoded_together_are_the_official_ids_on_every_road(profil
         assert kit is not None and {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"} <= kit.allowed and kit.piece_id == 163836
         roads = Counter("pieces" if m is None else "separated" if m[1] else "whole" for m in (_marked_text(r.segments, kit.allowed, kit.piece_text, set()) for r in rendered))
         assert min(roads["pieces"], roads["separated"], roads["whole"]) >= 10, roads
+
+
+def _general_options(record: dict[str, Any], profile: Any, thinking: Any, model: Any) -> Any:
+    try:
+        options = parse_options(record, profile=profile, thinking=thinking, read=("profile", "thinking", "call_index_offset"), model=model)
+    except KimiReconError as err:
+        return type(err), str(err)
+    return options.profile.name, options.thinking, options.call_index_offset or 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(["profile", "thinking", "call_index_offset", "model", "id", "response"]),
+                    st.sampled_from([None, "kimi-k3", "kimi-k2.5", "moonshotai/kimi-k3", "kimi-k9", True, False, 0, 2, -1, "x"]), max_size=4),
+    st.sampled_from([None, "kimi-k2.5", "kimi-k3", "kimi-k2-instruct", "nope"]),
+    st.sampled_from([True, False, "false", 1]),
+    st.sampled_from([None, "moonshotai/kimi-k3", "kimi-k2-instruct", "other", 3]),
+)
+def test_the_options_of_a_record_that_sets_none_are_the_general_reading(record: dict[str, Any], profile: Any, thinking: Any, model: Any) -> None:
+    try:
+        got: Any = _options(record, profile, thinking, model)
+    except KimiReconError as err:
+        got = (type(err), str(err))
+    assert got == _general_options(record, profile, thinking, model)

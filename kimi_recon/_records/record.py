@@ -265,7 +265,19 @@ _RECONSTRUCT_OPTIONS = ("profile", "thinking", "call_index_offset")
 def _options(record: Mapping[str, Any], profile: str | None, thinking: bool, model: object = None) -> tuple[str, bool, int]:
     """The record's profile (no profile anywhere: the ``model`` id's), thinking and call_index_offset, read by
     :func:`kimi_recon.record_options.parse_options`."""
+    if model is None:
+        model = record.get("model")
+    if type(thinking) is bool and (profile is None or type(profile) is str) and (model is None or type(model) is str):
+        if not any(key in record for key in _RECONSTRUCT_OPTIONS):  # the usual record: the same options for every one
+            return _call_options(profile, thinking, model)
     options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
+    return options.profile.name, options.thinking, options.call_index_offset or 0
+
+
+@functools.lru_cache(maxsize=64)
+def _call_options(profile: str | None, thinking: bool, model: str | None) -> tuple[str, bool, int]:
+    """:func:`_options` of a record that sets none of them (the call's, and the model id's profile)."""
+    options = parse_options(None, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
     return options.profile.name, options.thinking, options.call_index_offset or 0
 
 
