@@ -188,7 +188,7 @@ def lines(result: Mapping[str, Any]) -> list[str]:
         out.append(f"  {r['profile']:<10} {r['records']:>6} records: {ratios}; against one at a time: threads "
                    f"{r['threads_vs_one']:.2f}x, processes {r['processes_vs_one']:.2f}x")
         out.append(f"  {'':<10} GIL held {g['held_us']:.1f} of {g['all_us']:.1f} µs a record ({g['held_share']:.0%}; "
-                   f"{g['rust_calls_per_record']:.1f} Rust calls = {g['rust_us']:.1f} µs): 2 threads can reach at most "
+                   f"{g['rust_calls_per_record']:.2f} Rust calls = {g['rust_us']:.1f} µs): 2 threads can reach at most "
                    f"{g['thread_bound']:.2f}x one at a time; threaded results equal one at a time: {'yes' if r['threads_equal_one'] else 'NO'}")
     return out
 
