@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kimi_recon import responses
 from kimi_recon.errors import KimiReconError
-from kimi_recon.models import AssistantTurn
+from kimi_recon.models import FINISH_REASONS, AssistantTurn, ToolCall, _call_of_proven_fields, _turn_of_proven_fields
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.responses import turn_from_response
@@ -140,7 +140,6 @@ ARG_VALUES = st.recursive(
 def test_a_prompt_history_call_is_written_as_the_turn_writes_its_call(name: str, arguments: Any, j: int) -> None:
     from kimi_recon._render import k3 as _k3
     from kimi_recon._render import k3_prompt as _k3_prompt
-    from kimi_recon.models import ToolCall
 
     if isinstance(arguments, str) and _k3.arguments_problem(arguments) is not None:
         return  # refused in a prompt (the official renderer refuses it), rendered as a block in a turn
@@ -164,3 +163,57 @@ def test_a_stored_message_carrying_its_own_finish_reason_takes_the_fast_reading(
     fast = responses._plain_message_turn(msg, 0, "stop")
     assert fast is not None and fast.finish_reason == finish  # the message's own key wins over the record's
     assert outcome(lambda: fast) == outcome(lambda: turn_from_response(MappingProxyType(msg), lenient=True, finish_reason="stop"))
+
+
+def _rebuilt_by_the_public_constructors(turn: AssistantTurn) -> AssistantTurn:
+    calls = tuple(ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in turn.tool_calls)
+    return AssistantTurn(
+        reasoning=turn.reasoning,
+        content=turn.content,
+        tool_calls=calls,
+        finish_reason=turn.finish_reason,
+        reasoning_complete=turn.reasoning_complete,
+        logprobs=turn.logprobs,
+        metadata=turn.metadata,
+    )
+
+
+def _state(turn: AssistantTurn) -> tuple[Any, ...]:
+    """Everything a turn holds, its calls' too, with the types (== on the dataclass skips metadata and types)."""
+    fields = {k: (type(v), v) for k, v in vars(turn).items() if k != "tool_calls"}
+    calls = [(type(c), {k: (type(v), v) for k, v in vars(c).items()}) for c in turn.tool_calls]
+    return fields, type(turn.tool_calls), calls, repr(turn)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(message(), FINISH, st.integers(0, 3))
+def test_every_turn_the_fast_reading_builds_without_the_constructors_checks_passes_them_unchanged(
+    msg: dict[str, Any], finish: str | None, offset: int
+) -> None:
+    fast = responses._plain_message_turn(msg, offset, finish)
+    if fast is not None:  # the public constructors would raise on a field the fast reading failed to prove
+        assert _state(fast) == _state(_rebuilt_by_the_public_constructors(fast))
+
+
+FIELD_TEXT = st.none() | TEXT
+CALLS = st.lists(st.tuples(st.none() | TEXT, st.sampled_from(["get", "名前"]), TEXT), max_size=3)
+
+
+@given(FIELD_TEXT, FIELD_TEXT, CALLS, st.sampled_from([None, *sorted(FINISH_REASONS)]), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+def test_the_private_constructors_build_what_the_public_ones_build_from_proven_fields(
+    reasoning: str | None, content: str | None, calls: list[tuple[str | None, str, str]], finish: str | None, metadata: dict[str, Any]
+) -> None:
+    private = _turn_of_proven_fields(reasoning, content, tuple(_call_of_proven_fields(*c) for c in calls), finish, metadata)
+    public = AssistantTurn(reasoning, content, tuple(ToolCall(*c) for c in calls), finish, metadata=metadata)
+    assert _state(private) == _state(public) and private == public
+
+
+def test_the_public_constructors_still_check_what_the_private_ones_trust() -> None:
+    with pytest.raises(KimiReconError, match="finish_reason"):
+        AssistantTurn(content="a", finish_reason="weird")
+    with pytest.raises(KimiReconError, match="content"):
+        AssistantTurn(content=1)  # type: ignore[arg-type]
+    with pytest.raises(KimiReconError, match="tool_calls"):
+        AssistantTurn(tool_calls=({"name": "f"},))  # type: ignore[arg-type]
+    with pytest.raises(KimiReconError, match=r"function\.name"):
+        ToolCall(None, "", "{}")
