@@ -200,6 +200,10 @@ def as_turn(turn: Any, *, sample: object = None) -> AssistantTurn:
     the response says otherwise). The door of every function that takes "a turn or a message"."""
     if isinstance(turn, AssistantTurn):
         return turn
+    if type(turn) is dict:  # what turn_from_response does first with these arguments, without its argument checks
+        fast = _plain_message_turn(turn, 0, "stop")
+        if fast is not None:
+            return fast
     return turn_from_response(turn, sample=sample, finish_reason="stop", lenient=True)
 
 

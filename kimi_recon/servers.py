@@ -322,17 +322,29 @@ def server_losses(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server
 def losses_of_shape(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[tuple[str, Flag], ...]:
     """:func:`server_losses` of arguments already checked (the rebuild's hot path: its own options were)."""
     flags: list[tuple[str, Flag]] = []
-    for name, loss in _losses_of_format(server.losses, prof.format):
-        fields = loss.applies(turn, prof, thinking)
+    for name, applies in _losses_of_format(server.losses, prof.format, bool(turn.tool_calls)):
+        fields = applies(turn, prof, thinking)
         if fields:
             flags.append((name, _loss_flag(server.name, name, tuple(fields))))
     return tuple(flags)
 
 
+#: The shape tests that find nothing on a turn without tool calls (each starts from them): a plain answer,
+#: most turns, is not put to them (``tests/test_servers.py`` checks each finds nothing there).
+_NEEDS_CALLS: Final[frozenset[ShapeTest]] = frozenset(
+    {_calls, _no_content_before_calls, _reasoning_into_calls, _empty_object_arguments, _number_arguments, _several_calls}
+)
+
+
 @functools.lru_cache(maxsize=64)
-def _losses_of_format(losses: frozenset[str], chat_format: str) -> tuple[tuple[str, ParserLoss], ...]:
-    """The losses of a server that a turn of ``chat_format`` can show, in name order."""
-    return tuple((name, LOSSES[name]) for name in sorted(losses) if LOSSES[name].format == chat_format and name != "ids_rebuilt")
+def _losses_of_format(losses: frozenset[str], chat_format: str, with_calls: bool) -> tuple[tuple[str, ShapeTest], ...]:
+    """(name, shape test) of each loss of a server that a turn of ``chat_format`` can show, in name order (on a
+    turn without tool calls, ``with_calls`` False, only those whose test can find something there)."""
+    return tuple(
+        (name, LOSSES[name].applies)
+        for name in sorted(losses)
+        if LOSSES[name].format == chat_format and name != "ids_rebuilt" and (with_calls or LOSSES[name].applies not in _NEEDS_CALLS)
+    )
 
 
 @functools.lru_cache(maxsize=4096)

@@ -217,3 +217,11 @@ def test_the_public_constructors_still_check_what_the_private_ones_trust() -> No
         AssistantTurn(tool_calls=({"name": "f"},))  # type: ignore[arg-type]
     with pytest.raises(KimiReconError, match=r"function\.name"):
         ToolCall(None, "", "{}")
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(message())
+def test_as_turn_of_a_stored_message_is_the_general_reading_as_a_stored_response(msg: dict[str, Any]) -> None:
+    # as_turn takes the fast reading before turn_from_response's argument checks (its arguments need none)
+    general = outcome(lambda: turn_from_response(MappingProxyType(msg), lenient=True, finish_reason="stop"))
+    assert outcome(lambda: responses.as_turn(msg)) == general
