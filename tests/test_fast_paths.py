@@ -144,7 +144,7 @@ def test_a_prompt_history_call_is_written_as_the_turn_writes_its_call(name: str,
     if isinstance(arguments, str) and _k3.arguments_problem(arguments) is not None:
         return  # refused in a prompt (the official renderer refuses it), rendered as a block in a turn
     turn_segments: list[Segment] = []
-    _k3._add_call(turn_segments, ToolCall(None, name, arguments), j + 1, "tool_calls[0]", _k3.parse_arguments(arguments), {}, [])
+    _k3.call_segments(turn_segments, ToolCall(None, name, arguments).name, j + 1, "tool_calls[0]", _k3.parse_arguments(arguments), {}, [])
     history = _k3_prompt._history_call({"function": {"name": name, "arguments": arguments}}, j, "tool_calls[0]")
     assert history == turn_segments
 
@@ -225,3 +225,33 @@ def test_as_turn_of_a_stored_message_is_the_general_reading_as_a_stored_response
     # as_turn takes the fast reading before turn_from_response's argument checks (its arguments need none)
     general = outcome(lambda: turn_from_response(MappingProxyType(msg), lenient=True, finish_reason="stop"))
     assert outcome(lambda: responses.as_turn(msg)) == general
+
+
+_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace() or chr(c).strip() == "")
+
+
+@given(st.text(alphabet=st.sampled_from(_WHITESPACE), max_size=4) | st.text(max_size=6) | st.lists(st.sampled_from(_WHITESPACE) | st.text(max_size=2), max_size=5).map("".join))
+def test_k3_reads_whitespace_only_reasoning_with_isspace_as_strip_did(reasoning: str) -> None:
+    # render_k3_turn writes the reasoning when `bool(reasoning) and not reasoning.isspace()` (was: bool(reasoning.strip()))
+    assert (bool(reasoning) and not reasoning.isspace()) == bool(reasoning.strip())
+    rendered = render_turn_with_flags(AssistantTurn(reasoning=reasoning, content="a"), "kimi-k3")
+    assert any(s.field == "reasoning" for s in rendered.segments) == bool(reasoning.strip())
+
+
+@pytest.mark.parametrize("profile", ["kimi-k2.5", "kimi-k3"])
+def test_the_renderers_without_render_turn_with_flags_still_refuse_a_turn_that_is_not_one(profile: str) -> None:
+    import warnings
+
+    from kimi_recon._render import formats
+    from kimi_recon.errors import InvalidInputTypeError
+    from kimi_recon.profiles import get_profile
+    from kimi_recon.render import render_k2_turn
+
+    prof = get_profile(profile)
+    with pytest.raises(InvalidInputTypeError, match="turn"):
+        formats.render_turn(prof, {"content": "a"}, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
+    with warnings.catch_warnings(), pytest.raises(InvalidInputTypeError, match="turn"):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        prof.render_turn({"content": "a"}, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputTypeError, match="turn"):
+        render_k2_turn({"content": "a"}, prof, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
