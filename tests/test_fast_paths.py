@@ -255,3 +255,22 @@ def test_the_renderers_without_render_turn_with_flags_still_refuse_a_turn_that_i
         prof.render_turn({"content": "a"}, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputTypeError, match="turn"):
         render_k2_turn({"content": "a"}, prof, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
+
+
+@given(
+    st.sampled_from(["kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct", "kimi-k3"]),
+    st.sampled_from([True, False, 1, 0, None, "true"]),
+    st.one_of(st.integers(-2, 5), st.booleans(), st.none(), st.just(1.0)),
+)
+def test_turn_options_of_a_profile_object_are_those_of_its_name(profile: str, thinking: Any, offset: Any) -> None:
+    # a profile object with the usual options returns them at once; a name takes every rule
+    from kimi_recon.profiles import get_profile
+    from kimi_recon.record_options import turn_options
+
+    def read(p: Any) -> Any:
+        try:
+            return turn_options(p, thinking, offset)
+        except KimiReconError as err:
+            return type(err), str(err)
+
+    assert read(get_profile(profile)) == read(profile)

@@ -268,3 +268,33 @@ def test_losses_of_shape_are_every_loss_of_the_servers_format_whose_test_finds_f
     assert [name for name, _ in got] == [name for name, _ in every_loss]
     assert [flag.field for _, flag in got] == [fields[0] for _, fields in every_loss]
     assert all(", ".join(fields) in flag.message for (_, flag), (_, fields) in zip(got, every_loss, strict=True))
+
+
+_SPACES = st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000a"), max_size=4)
+_BLANKISH = st.builds(
+    AssistantTurn,
+    reasoning=st.none() | _SPACES,
+    content=st.none() | _SPACES,
+    tool_calls=st.lists(st.builds(ToolCall, st.none(), st.just("f"), _ARGS), max_size=2).map(tuple),
+    finish_reason=st.sampled_from([None, "stop", "length"]),
+)
+
+
+@given(_BLANKISH, st.sampled_from(["kimi-k2.5", "kimi-k2-instruct", "kimi-k3"]), st.booleans())
+def test_the_shape_tests_read_blank_and_space_edged_fields_as_the_strip_and_generator_spelling_did(turn: AssistantTurn, profile: str, thinking: bool) -> None:
+    # the spelling before the hot path's rewrite (copies of the text, a generator per turn), as the reference
+    prof = get_profile(profile)
+    blank_content = not (turn.content or "").strip()
+    opened = thinking and prof.thinking_style == "prompt_opens"
+    assert servers._no_content_before_calls(turn, prof, thinking) == (("content",) if turn.tool_calls and blank_content else ())
+    assert servers._content_empty(turn, prof, thinking) == (("content",) if not turn.tool_calls and blank_content and not turn.truncated else ())
+    assert servers._reasoning_into_calls(turn, prof, thinking) == (
+        ("reasoning",) if opened and turn.tool_calls and bool(turn.reasoning) and blank_content else ()
+    )
+    edged = tuple(n for n, t in (("reasoning", turn.reasoning), ("content", turn.content)) if t and (t[0] == " " or t[-1] == " "))
+    assert tuple(servers._boundary_space(turn, prof, thinking)) == edged
+
+
+@given(st.text(alphabet=st.sampled_from(" {}\ta"), max_size=6) | st.text(max_size=5))
+def test_blank_object_arguments_are_those_without_spaces_equal_to_an_empty_object(text: str) -> None:
+    assert servers._blank_object(text) == (text.replace(" ", "") in ("{}", ""))
