@@ -63,10 +63,12 @@ def is_model_call_id(call_id: str | None) -> bool:
 
 
 def _foreign_calls(calls: Sequence[ToolCall], offset: int) -> list[dict[str, Any]]:
+    # (is_model_call_id less its argument check: a ToolCall's id is a str or None)
+    fullmatch = MODEL_TOOL_CALL_ID.fullmatch
     return [
         {"index": i, "id": call.id, "suggested_id": model_tool_call_id(call.name, offset + i)}
         for i, call in enumerate(calls)
-        if not is_model_call_id(call.id)
+        if call.id is not None and fullmatch(call.id) is None
     ]
 
 

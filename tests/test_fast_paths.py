@@ -274,3 +274,31 @@ def test_turn_options_of_a_profile_object_are_those_of_its_name(profile: str, th
             return type(err), str(err)
 
     assert read(get_profile(profile)) == read(profile)
+
+
+CALL_IDS = st.one_of(st.none(), st.sampled_from(["functions.get:0", "functions.a.b:12", "call_abc", "chatcmpl-tool-1f", "functions.get:x", ""]), st.text(max_size=8))
+
+
+@given(st.lists(st.tuples(CALL_IDS, st.sampled_from(["get", "名前"])), max_size=4), st.integers(0, 3))
+def test_foreign_calls_are_the_calls_whose_id_is_not_the_models_own(calls: list[tuple[str | None, str]], offset: int) -> None:
+    tool_calls = [ToolCall(call_id, name, "{}") for call_id, name in calls]
+    expected = [i for i, c in enumerate(tool_calls) if not responses.is_model_call_id(c.id)]  # the public test of an id
+    assert [entry["index"] for entry in responses._foreign_calls(tool_calls, offset)] == expected
+
+
+@given(st.lists(CALL_IDS.filter(lambda i: i != ""), min_size=1, max_size=3), st.booleans())  # (an empty id kept writes no segment)
+def test_k2_writes_each_call_id_as_its_kind_says(ids: list[str | None], keep: bool) -> None:
+    from kimi_recon.flags import FlagCode
+
+    turn = AssistantTurn(tool_calls=tuple(ToolCall(i, "get", "{}") for i in ids), finish_reason="tool_calls", metadata={"keep_server_call_ids": keep})
+    rendered = render_turn_with_flags(turn, "kimi-k2.5")
+    expected = []
+    for i in ids:
+        if i is None:
+            expected.append(FlagCode.GENERATED_TOOL_CALL_ID)
+        elif not responses.is_model_call_id(i):
+            expected.append(FlagCode.FOREIGN_TOOL_CALL_ID if keep else FlagCode.REPLACED_TOOL_CALL_ID)
+    got = [f.code for f in rendered.flags if f.code in (FlagCode.GENERATED_TOOL_CALL_ID, FlagCode.FOREIGN_TOOL_CALL_ID, FlagCode.REPLACED_TOOL_CALL_ID)]
+    assert got == expected
+    written = [s.text for s in rendered.segments if s.field is not None and s.field.endswith(".id")]
+    assert [w == i for w, i in zip(written, ids, strict=True)] == [i is not None and (keep or responses.is_model_call_id(i)) for i in ids]

@@ -67,21 +67,22 @@ def _render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, c
             if call_id is None:
                 call_id = model_tool_call_id(call.name, call_index_offset + i)
                 flags.append(Flag(FlagCode.GENERATED_TOOL_CALL_ID, f"no id given; wrote the model's own {call_id!r}", f"{where}.id"))
-            elif not MODEL_TOOL_CALL_ID.fullmatch(call_id) and turn.metadata.get("keep_server_call_ids"):
-                flags.append(Flag(FlagCode.FOREIGN_TOOL_CALL_ID, f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server issued it, and it was kept as asked", f"{where}.id"))
-            elif not MODEL_TOOL_CALL_ID.fullmatch(call_id):
-                # A server issued it (call_…, chatcmpl-tool-…): the K2.x model always writes functions.NAME:IDX,
-                # so that is written, at the conversation-wide index it writes when it follows its template.
-                written = model_tool_call_id(call.name, call_index_offset + i)
-                flags.append(
-                    Flag(
-                        FlagCode.REPLACED_TOOL_CALL_ID,
-                        f"id {call_id!r} was issued by a server, not written by the model; wrote the model's own "
-                        f"{written!r} (the index {call_index_offset + i} is assumed: calls before this turn + position)",
-                        f"{where}.id",
+            elif MODEL_TOOL_CALL_ID.fullmatch(call_id) is None:  # (matched once: the model's own ids, most, pass at once)
+                if turn.metadata.get("keep_server_call_ids"):
+                    flags.append(Flag(FlagCode.FOREIGN_TOOL_CALL_ID, f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server issued it, and it was kept as asked", f"{where}.id"))
+                else:
+                    # A server issued it (call_…, chatcmpl-tool-…): the K2.x model always writes functions.NAME:IDX,
+                    # so that is written, at the conversation-wide index it writes when it follows its template.
+                    written = model_tool_call_id(call.name, call_index_offset + i)
+                    flags.append(
+                        Flag(
+                            FlagCode.REPLACED_TOOL_CALL_ID,
+                            f"id {call_id!r} was issued by a server, not written by the model; wrote the model's own "
+                            f"{written!r} (the index {call_index_offset + i} is assumed: calls before this turn + position)",
+                            f"{where}.id",
+                        )
                     )
-                )
-                call_id = written
+                    call_id = written
             if not call.arguments_are_json:
                 flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
             segments.append(_CALL_BEGIN)
