@@ -354,7 +354,7 @@ def argument_flags(
     """
     field = f"{where}.function.arguments"
     flags: list[Flag] = []
-    if isinstance(call.arguments, Mapping):
+    if type(call.arguments) is not str and isinstance(call.arguments, Mapping):  # (a str, most, skips the ABC check)
         return flags
     args, block = parsed
     if block is not None:
