@@ -229,7 +229,8 @@ class Flag:
     delta: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "code", _code(self.code, "code"))
+        if type(self.code) is not FlagCode:  # (a member, what the package itself passes, is kept as it is)
+            object.__setattr__(self, "code", _code(self.code, "code"))
 
     @property
     def severity(self) -> Severity:

@@ -129,3 +129,27 @@ class AssistantTurn:
     def truncated(self) -> bool:
         """True when the server stopped the turn at its length limit (no ``<|im_end|>`` was generated)."""
         return self.finish_reason == "length"
+
+
+def _call_of_proven_fields(call_id: str | None, name: str, arguments: str) -> ToolCall:
+    """The :class:`ToolCall` of these fields without ``__post_init__``'s checks, for a reader that proved them:
+    ``call_id`` a ``str`` or None, ``name`` a non-empty ``str``, ``arguments`` a ``str`` (a mapping must pass the
+    public constructor, which checks JSON can write it)."""
+    call = object.__new__(ToolCall)
+    call.__dict__.update(id=call_id, name=name, arguments=arguments)
+    return call
+
+
+def _turn_of_proven_fields(
+    reasoning: str | None, content: str | None, tool_calls: tuple[ToolCall, ...], finish_reason: str | None, metadata: dict[str, Any]
+) -> AssistantTurn:
+    """The :class:`AssistantTurn` of these fields, without ``__post_init__``'s checks (a fifth of a stored
+    message's reading): only for a reader that proved them itself, each text a ``str`` or None, ``tool_calls`` a
+    tuple of :class:`ToolCall`, ``finish_reason`` None or one of :data:`FINISH_REASONS`; the reasoning complete
+    and no logprobs. ``tests/test_fast_paths.py`` rebuilds every turn the fast reader makes with the public
+    constructor and compares the two."""
+    turn = object.__new__(AssistantTurn)
+    turn.__dict__.update(
+        reasoning=reasoning, content=content, tool_calls=tool_calls, finish_reason=finish_reason, reasoning_complete=True, logprobs=None, metadata=metadata
+    )
+    return turn

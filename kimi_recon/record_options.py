@@ -156,6 +156,8 @@ def call_index_offset_of(record: Mapping[str, Any]) -> int:
 def turn_options(profile: object, thinking: object, call_index_offset: object) -> tuple[ChatProfile, bool, int]:
     """The options rendering one turn takes (no record, no prompt), checked by the same rules as
     :func:`parse_options`; ``call_index_offset`` None is 0. The hot path of reconstruction calls this."""
+    if type(profile) is ChatProfile and type(call_index_offset) is int and call_index_offset >= 0 and (thinking is True or (thinking is False and not profile.thinking_required)):
+        return profile, thinking, call_index_offset  # the usual arguments, on which every rule below passes as is
     offset = _call_index_offset(call_index_offset)
     prof = get_profile(profile)  # type: ignore[arg-type]  # checked there
     return prof, _profile_thinking(prof, _thinking(thinking)), 0 if offset is None else offset

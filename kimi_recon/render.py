@@ -61,8 +61,9 @@ def render_turn_with_flags(
     if profile is None:  # the turn's model id decides (kimi-k2.5 when it names none)
         profile = profile_or_model(None, turn.metadata.get("model"))
     prof, thinking, call_index_offset = turn_options(profile, thinking, call_index_offset)
-    stop = check_stop(prof, stop)
-    return _formats.render_turn(prof, turn, thinking, call_index_offset=call_index_offset, stop=stop)
+    stop = prof.stop_token if stop is None else check_stop(prof, stop)
+    # (the format's renderer itself, not _formats.render_turn: the turn and the options are checked here)
+    return _formats.FORMATS[prof.format].render_turn(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
 
 
 def render_assistant_turn(

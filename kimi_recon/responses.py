@@ -25,7 +25,7 @@ from typing import Any, TypeGuard
 from ._base.arguments import instance_argument, int_argument
 from ._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
 from .errors import GenerationFailedError, InvalidResponseError, KimiReconError, ServerReportedError, as_text, preview
-from .models import FINISH_REASONS, AssistantTurn, ToolCall
+from .models import FINISH_REASONS, AssistantTurn, ToolCall, _call_of_proven_fields, _turn_of_proven_fields
 from .servers import detect_server
 
 __all__ = [
@@ -63,10 +63,12 @@ def is_model_call_id(call_id: str | None) -> bool:
 
 
 def _foreign_calls(calls: Sequence[ToolCall], offset: int) -> list[dict[str, Any]]:
+    # (is_model_call_id less its argument check: a ToolCall's id is a str or None)
+    fullmatch = MODEL_TOOL_CALL_ID.fullmatch
     return [
         {"index": i, "id": call.id, "suggested_id": model_tool_call_id(call.name, offset + i)}
         for i, call in enumerate(calls)
-        if not is_model_call_id(call.id)
+        if call.id is not None and fullmatch(call.id) is None
     ]
 
 
@@ -200,6 +202,10 @@ def as_turn(turn: Any, *, sample: object = None) -> AssistantTurn:
     the response says otherwise). The door of every function that takes "a turn or a message"."""
     if isinstance(turn, AssistantTurn):
         return turn
+    if type(turn) is dict:  # what turn_from_response does first with these arguments, without its argument checks
+        fast = _plain_message_turn(turn, 0, "stop")
+        if fast is not None:
+            return fast
     return turn_from_response(turn, sample=sample, finish_reason="stop", lenient=True)
 
 
@@ -327,6 +333,8 @@ _PLAIN_MESSAGE_KEYS = frozenset({"role", "content", "reasoning", "reasoning_cont
 #: a bare message needs one of them (MESSAGE_FIELDS less reasoning_details, which the fast reading does not take)
 _GENERATED_KEYS = frozenset({"content", "reasoning", "reasoning_content", "tool_calls"})
 _PLAIN_ARGUMENTS = frozenset({str, dict})
+#: the finish reasons the fast reading takes: the known ones but "error" (the general reading raises on it)
+_FAST_FINISH_REASONS = FINISH_REASONS - {"error"}
 
 
 def _plain_message_turn(message: dict[str, Any], call_index_offset: int, finish_reason: str | None) -> AssistantTurn | None:
@@ -338,20 +346,22 @@ def _plain_message_turn(message: dict[str, Any], call_index_offset: int, finish_
     None, empty or a list of dicts whose function is a dict with a non-empty string name and string or null
     arguments, or an object JSON can write, and a string or null id; a finish reason (the message's own when it
     has the key, else the record-level one) that is None or a known one other than "error". On it every check of the general reading passes and it reads no other key, so the turn is the
-    same (``tests/test_hot_path_shortcuts.py`` compares the two on generated messages). Everything else
+    same (``tests/test_fast_paths.py`` compares the two on generated messages, and rebuilds every turn it builds with
+    the public constructors, whose checks it skips). Everything else
     (which may raise, or carry metadata) is left to the general reading: this one never raises."""
     keys = message.keys()
-    if not keys <= _PLAIN_MESSAGE_KEYS or not keys & _GENERATED_KEYS:
+    if not keys <= _PLAIN_MESSAGE_KEYS or keys.isdisjoint(_GENERATED_KEYS):
         return None  # (a message with no generated field is refused by the general reading)
     if "finish_reason" in keys:  # some dumps put it in the message, where the general reading lets it win
         finish_reason = message["finish_reason"]
-        if finish_reason is not None and type(finish_reason) is not str:
-            return None
-    if message.get("role", "assistant") != "assistant" or (finish_reason is not None and (finish_reason == "error" or finish_reason not in FINISH_REASONS)):
+    if finish_reason is not None and (type(finish_reason) is not str or finish_reason not in _FAST_FINISH_REASONS):
         return None
-    content = message.get("content")
-    reasoning = message.get("reasoning")
-    other = message.get("reasoning_content")
+    get = message.get
+    if get("role", "assistant") != "assistant":
+        return None
+    content = get("content")
+    reasoning = get("reasoning")
+    other = get("reasoning_content")
     if (content is not None and type(content) is not str) or (reasoning is not None and type(reasoning) is not str) or (other is not None and type(other) is not str):
         return None
     metadata: dict[str, Any] = {"call_index_offset": call_index_offset}
@@ -364,7 +374,7 @@ def _plain_message_turn(message: dict[str, Any], call_index_offset: int, finish_
         source = "reasoning"
     if reasoning is not None:
         metadata["reasoning_source"] = source
-    raw_calls = message.get("tool_calls")
+    raw_calls = get("tool_calls")
     calls: tuple[ToolCall, ...] = ()
     if raw_calls:
         if type(raw_calls) is not list:
@@ -377,14 +387,18 @@ def _plain_message_turn(message: dict[str, Any], call_index_offset: int, finish_
             name, arguments, call_id = function.get("name"), function.get("arguments"), raw.get("id")
             if type(name) is not str or not name or (arguments is not None and type(arguments) not in _PLAIN_ARGUMENTS) or (call_id is not None and type(call_id) is not str):
                 return None
-            try:
-                built.append(ToolCall(id=call_id or None, name=name, arguments="" if arguments is None else arguments))
-            except KimiReconError:  # arguments JSON cannot write: the general reading raises it, naming the call
-                return None
+            if type(arguments) is dict:
+                try:
+                    built.append(ToolCall(id=call_id or None, name=name, arguments=arguments))
+                except KimiReconError:  # arguments JSON cannot write: the general reading raises it, naming the call
+                    return None
+            else:  # every check of ToolCall's constructor passed above
+                built.append(_call_of_proven_fields(call_id or None, name, "" if arguments is None else arguments))
         calls = tuple(built)
-    normalised = _finish_reason(finish_reason, None)
-    _note_ending(metadata, finish_reason, normalised, calls, content, call_index_offset)
-    return AssistantTurn(reasoning=reasoning, content=content, tool_calls=calls, finish_reason=normalised, metadata=metadata)
+    if calls or finish_reason == "length":  # else nothing to note: a known finish reason is its own normalised one
+        _note_ending(metadata, finish_reason, _finish_reason(finish_reason, None), calls, content, call_index_offset)
+    # every check of AssistantTurn's constructor passed above
+    return _turn_of_proven_fields(reasoning, content, calls, finish_reason, metadata)
 
 
 def _note_ending(

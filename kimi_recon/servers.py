@@ -66,26 +66,34 @@ def _calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[s
     return ("tool_calls",) if turn.tool_calls else ()
 
 
+def _blank(text: str | None) -> bool:
+    """True for None, empty or whitespace-only text: ``not (text or "").strip()`` without copying the text
+    (``str.isspace`` and ``str.strip`` take the same characters as whitespace)."""
+    return not text or text.isspace()
+
+
 def _no_content_before_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
-    return ("content",) if turn.tool_calls and not (turn.content or "").strip() else ()
+    return ("content",) if turn.tool_calls and _blank(turn.content) else ()
 
 
 def _content_empty(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
-    return ("content",) if not turn.tool_calls and not (turn.content or "").strip() and not turn.truncated else ()
+    return ("content",) if not turn.tool_calls and _blank(turn.content) and not turn.truncated else ()
 
 
 def _reasoning_into_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
     """K2.5/K2.6 reasoning that runs straight into the tool section comes back as reasoning + calls."""
     opened = thinking and prof.thinking_style == "prompt_opens"
-    return ("reasoning",) if opened and turn.tool_calls and bool(turn.reasoning) and not (turn.content or "").strip() else ()
+    return ("reasoning",) if opened and turn.tool_calls and bool(turn.reasoning) and _blank(turn.content) else ()
 
 
 def _empty_object_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
-    return tuple(
-        f"tool_calls[{i}].function.arguments"
-        for i, call in enumerate(turn.tool_calls)
-        if call.arguments_text.replace(" ", "") in ("{}", "")
-    )
+    return tuple(f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if _blank_object(call.arguments_text))
+
+
+def _blank_object(text: str) -> bool:
+    """``text.replace(" ", "") in ("{}", "")``, without copying arguments that hold more than two other characters."""
+    others = len(text) - text.count(" ")
+    return others == 0 or (others == 2 and text.replace(" ", "") == "{}")
 
 
 _DIGIT = re.compile(r"\d")
@@ -110,11 +118,12 @@ def _boundary_space(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> S
     """A field that starts or ends with a space: where a detokenizer that joins special tokens with spaces
     (vLLM's slow one, ``spaces_between_special_tokens`` on) adds one next to a marker. The space usually merges
     into the next token, so the count stays and only the text shows it."""
-    return tuple(
-        name
-        for name, text in (("reasoning", turn.reasoning), ("content", turn.content))
-        if text and (text[0] == " " or text[-1] == " ")
-    )
+    reasoning, content = turn.reasoning, turn.content  # (two fields: no generator built for every turn)
+    in_reasoning = bool(reasoning and (reasoning[0] == " " or reasoning[-1] == " "))
+    in_content = bool(content and (content[0] == " " or content[-1] == " "))
+    if not in_content:
+        return ("reasoning",) if in_reasoning else ()
+    return ("reasoning", "content") if in_reasoning else ("content",)
 
 
 def _loss(name: str, fmt: str, what: str, applies: ShapeTest) -> tuple[str, ParserLoss]:
@@ -238,11 +247,13 @@ def get_server(server: str | ServerProfile | None) -> ServerProfile:
     """The profile of ``server``: a :data:`SERVERS` name, ``"vllm"``/``"sglang"`` (newest known),
     ``"unknown"`` or None (:data:`UNKNOWN`), ``"none"`` (:data:`NO_SERVER`), ``"vllm*"``/``"sglang*"`` (any
     known build of the family: what :func:`detect_server` finds), or a profile as is."""
+    if server is None:  # (first: what the rebuild asks on every turn)
+        return UNKNOWN
     if isinstance(server, ServerProfile):
         return server
-    if server is not None and not isinstance(server, str):
+    if not isinstance(server, str):
         raise InvalidInputTypeError(f"must be a server name, got {type(server).__name__}", field="server")
-    if server is None or server == "unknown":
+    if server == "unknown":
         return UNKNOWN
     if isinstance(server, str) and server.endswith("*") and server[:-1] in _NEWEST:
         return _family(server[:-1])
@@ -322,17 +333,29 @@ def server_losses(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server
 def losses_of_shape(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[tuple[str, Flag], ...]:
     """:func:`server_losses` of arguments already checked (the rebuild's hot path: its own options were)."""
     flags: list[tuple[str, Flag]] = []
-    for name, loss in _losses_of_format(server.losses, prof.format):
-        fields = loss.applies(turn, prof, thinking)
+    for name, applies in _losses_of_format(server.losses, prof.format, bool(turn.tool_calls)):
+        fields = applies(turn, prof, thinking)
         if fields:
             flags.append((name, _loss_flag(server.name, name, tuple(fields))))
     return tuple(flags)
 
 
+#: The shape tests that find nothing on a turn without tool calls (each starts from them): a plain answer,
+#: most turns, is not put to them (``tests/test_servers.py`` checks each finds nothing there).
+_NEEDS_CALLS: Final[frozenset[ShapeTest]] = frozenset(
+    {_calls, _no_content_before_calls, _reasoning_into_calls, _empty_object_arguments, _number_arguments, _several_calls}
+)
+
+
 @functools.lru_cache(maxsize=64)
-def _losses_of_format(losses: frozenset[str], chat_format: str) -> tuple[tuple[str, ParserLoss], ...]:
-    """The losses of a server that a turn of ``chat_format`` can show, in name order."""
-    return tuple((name, LOSSES[name]) for name in sorted(losses) if LOSSES[name].format == chat_format and name != "ids_rebuilt")
+def _losses_of_format(losses: frozenset[str], chat_format: str, with_calls: bool) -> tuple[tuple[str, ShapeTest], ...]:
+    """(name, shape test) of each loss of a server that a turn of ``chat_format`` can show, in name order (on a
+    turn without tool calls, ``with_calls`` False, only those whose test can find something there)."""
+    return tuple(
+        (name, LOSSES[name].applies)
+        for name in sorted(losses)
+        if LOSSES[name].format == chat_format and name != "ids_rebuilt" and (with_calls or LOSSES[name].applies not in _NEEDS_CALLS)
+    )
 
 
 @functools.lru_cache(maxsize=4096)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kimi_recon import responses
 from kimi_recon.errors import KimiReconError
-from kimi_recon.models import AssistantTurn
+from kimi_recon.models import FINISH_REASONS, AssistantTurn, ToolCall, _call_of_proven_fields, _turn_of_proven_fields
 from kimi_recon.reconstruct import reconstruct_output_ids
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.responses import turn_from_response
@@ -140,12 +140,11 @@ ARG_VALUES = st.recursive(
 def test_a_prompt_history_call_is_written_as_the_turn_writes_its_call(name: str, arguments: Any, j: int) -> None:
     from kimi_recon._render import k3 as _k3
     from kimi_recon._render import k3_prompt as _k3_prompt
-    from kimi_recon.models import ToolCall
 
     if isinstance(arguments, str) and _k3.arguments_problem(arguments) is not None:
         return  # refused in a prompt (the official renderer refuses it), rendered as a block in a turn
     turn_segments: list[Segment] = []
-    _k3._add_call(turn_segments, ToolCall(None, name, arguments), j + 1, "tool_calls[0]", _k3.parse_arguments(arguments), {}, [])
+    _k3.call_segments(turn_segments, ToolCall(None, name, arguments).name, j + 1, "tool_calls[0]", _k3.parse_arguments(arguments), {}, [])
     history = _k3_prompt._history_call({"function": {"name": name, "arguments": arguments}}, j, "tool_calls[0]")
     assert history == turn_segments
 
@@ -164,3 +163,142 @@ def test_a_stored_message_carrying_its_own_finish_reason_takes_the_fast_reading(
     fast = responses._plain_message_turn(msg, 0, "stop")
     assert fast is not None and fast.finish_reason == finish  # the message's own key wins over the record's
     assert outcome(lambda: fast) == outcome(lambda: turn_from_response(MappingProxyType(msg), lenient=True, finish_reason="stop"))
+
+
+def _rebuilt_by_the_public_constructors(turn: AssistantTurn) -> AssistantTurn:
+    calls = tuple(ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in turn.tool_calls)
+    return AssistantTurn(
+        reasoning=turn.reasoning,
+        content=turn.content,
+        tool_calls=calls,
+        finish_reason=turn.finish_reason,
+        reasoning_complete=turn.reasoning_complete,
+        logprobs=turn.logprobs,
+        metadata=turn.metadata,
+    )
+
+
+def _state(turn: AssistantTurn) -> tuple[Any, ...]:
+    """Everything a turn holds, its calls' too, with the types (== on the dataclass skips metadata and types)."""
+    fields = {k: (type(v), v) for k, v in vars(turn).items() if k != "tool_calls"}
+    calls = [(type(c), {k: (type(v), v) for k, v in vars(c).items()}) for c in turn.tool_calls]
+    return fields, type(turn.tool_calls), calls, repr(turn)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(message(), FINISH, st.integers(0, 3))
+def test_every_turn_the_fast_reading_builds_without_the_constructors_checks_passes_them_unchanged(
+    msg: dict[str, Any], finish: str | None, offset: int
+) -> None:
+    fast = responses._plain_message_turn(msg, offset, finish)
+    if fast is not None:  # the public constructors would raise on a field the fast reading failed to prove
+        assert _state(fast) == _state(_rebuilt_by_the_public_constructors(fast))
+
+
+FIELD_TEXT = st.none() | TEXT
+CALLS = st.lists(st.tuples(st.none() | TEXT, st.sampled_from(["get", "名前"]), TEXT), max_size=3)
+
+
+@given(FIELD_TEXT, FIELD_TEXT, CALLS, st.sampled_from([None, *sorted(FINISH_REASONS)]), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+def test_the_private_constructors_build_what_the_public_ones_build_from_proven_fields(
+    reasoning: str | None, content: str | None, calls: list[tuple[str | None, str, str]], finish: str | None, metadata: dict[str, Any]
+) -> None:
+    private = _turn_of_proven_fields(reasoning, content, tuple(_call_of_proven_fields(*c) for c in calls), finish, metadata)
+    public = AssistantTurn(reasoning, content, tuple(ToolCall(*c) for c in calls), finish, metadata=metadata)
+    assert _state(private) == _state(public) and private == public
+
+
+def test_the_public_constructors_still_check_what_the_private_ones_trust() -> None:
+    with pytest.raises(KimiReconError, match="finish_reason"):
+        AssistantTurn(content="a", finish_reason="weird")
+    with pytest.raises(KimiReconError, match="content"):
+        AssistantTurn(content=1)  # type: ignore[arg-type]
+    with pytest.raises(KimiReconError, match="tool_calls"):
+        AssistantTurn(tool_calls=({"name": "f"},))  # type: ignore[arg-type]
+    with pytest.raises(KimiReconError, match=r"function\.name"):
+        ToolCall(None, "", "{}")
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(message())
+def test_as_turn_of_a_stored_message_is_the_general_reading_as_a_stored_response(msg: dict[str, Any]) -> None:
+    # as_turn takes the fast reading before turn_from_response's argument checks (its arguments need none)
+    general = outcome(lambda: turn_from_response(MappingProxyType(msg), lenient=True, finish_reason="stop"))
+    assert outcome(lambda: responses.as_turn(msg)) == general
+
+
+_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace() or chr(c).strip() == "")
+
+
+@given(st.text(alphabet=st.sampled_from(_WHITESPACE), max_size=4) | st.text(max_size=6) | st.lists(st.sampled_from(_WHITESPACE) | st.text(max_size=2), max_size=5).map("".join))
+def test_k3_reads_whitespace_only_reasoning_with_isspace_as_strip_did(reasoning: str) -> None:
+    # render_k3_turn writes the reasoning when `bool(reasoning) and not reasoning.isspace()` (was: bool(reasoning.strip()))
+    assert (bool(reasoning) and not reasoning.isspace()) == bool(reasoning.strip())
+    rendered = render_turn_with_flags(AssistantTurn(reasoning=reasoning, content="a"), "kimi-k3")
+    assert any(s.field == "reasoning" for s in rendered.segments) == bool(reasoning.strip())
+
+
+@pytest.mark.parametrize("profile", ["kimi-k2.5", "kimi-k3"])
+def test_the_renderers_without_render_turn_with_flags_still_refuse_a_turn_that_is_not_one(profile: str) -> None:
+    import warnings
+
+    from kimi_recon._render import formats
+    from kimi_recon.errors import InvalidInputTypeError
+    from kimi_recon.profiles import get_profile
+    from kimi_recon.render import render_k2_turn
+
+    prof = get_profile(profile)
+    with pytest.raises(InvalidInputTypeError, match="turn"):
+        formats.render_turn(prof, {"content": "a"}, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
+    with warnings.catch_warnings(), pytest.raises(InvalidInputTypeError, match="turn"):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        prof.render_turn({"content": "a"}, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputTypeError, match="turn"):
+        render_k2_turn({"content": "a"}, prof, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
+
+
+@given(
+    st.sampled_from(["kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct", "kimi-k3"]),
+    st.sampled_from([True, False, 1, 0, None, "true"]),
+    st.one_of(st.integers(-2, 5), st.booleans(), st.none(), st.just(1.0)),
+)
+def test_turn_options_of_a_profile_object_are_those_of_its_name(profile: str, thinking: Any, offset: Any) -> None:
+    # a profile object with the usual options returns them at once; a name takes every rule
+    from kimi_recon.profiles import get_profile
+    from kimi_recon.record_options import turn_options
+
+    def read(p: Any) -> Any:
+        try:
+            return turn_options(p, thinking, offset)
+        except KimiReconError as err:
+            return type(err), str(err)
+
+    assert read(get_profile(profile)) == read(profile)
+
+
+CALL_IDS = st.one_of(st.none(), st.sampled_from(["functions.get:0", "functions.a.b:12", "call_abc", "chatcmpl-tool-1f", "functions.get:x", ""]), st.text(max_size=8))
+
+
+@given(st.lists(st.tuples(CALL_IDS, st.sampled_from(["get", "名前"])), max_size=4), st.integers(0, 3))
+def test_foreign_calls_are_the_calls_whose_id_is_not_the_models_own(calls: list[tuple[str | None, str]], offset: int) -> None:
+    tool_calls = [ToolCall(call_id, name, "{}") for call_id, name in calls]
+    expected = [i for i, c in enumerate(tool_calls) if not responses.is_model_call_id(c.id)]  # the public test of an id
+    assert [entry["index"] for entry in responses._foreign_calls(tool_calls, offset)] == expected
+
+
+@given(st.lists(CALL_IDS.filter(lambda i: i != ""), min_size=1, max_size=3), st.booleans())  # (an empty id kept writes no segment)
+def test_k2_writes_each_call_id_as_its_kind_says(ids: list[str | None], keep: bool) -> None:
+    from kimi_recon.flags import FlagCode
+
+    turn = AssistantTurn(tool_calls=tuple(ToolCall(i, "get", "{}") for i in ids), finish_reason="tool_calls", metadata={"keep_server_call_ids": keep})
+    rendered = render_turn_with_flags(turn, "kimi-k2.5")
+    expected = []
+    for i in ids:
+        if i is None:
+            expected.append(FlagCode.GENERATED_TOOL_CALL_ID)
+        elif not responses.is_model_call_id(i):
+            expected.append(FlagCode.FOREIGN_TOOL_CALL_ID if keep else FlagCode.REPLACED_TOOL_CALL_ID)
+    got = [f.code for f in rendered.flags if f.code in (FlagCode.GENERATED_TOOL_CALL_ID, FlagCode.FOREIGN_TOOL_CALL_ID, FlagCode.REPLACED_TOOL_CALL_ID)]
+    assert got == expected
+    written = [s.text for s in rendered.segments if s.field is not None and s.field.endswith(".id")]
+    assert [w == i for w, i in zip(written, ids, strict=True)] == [i is not None and (keep or responses.is_model_call_id(i)) for i in ids]

@@ -11,12 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kimi_recon import KimiTokenizer, audit_record, reconstruct_output_ids
+from kimi_recon import KimiTokenizer, audit_record, reconstruct_output_ids, servers
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.flags import FlagCode, Severity
+from kimi_recon.models import AssistantTurn, ToolCall
+from kimi_recon.profiles import get_profile
 from kimi_recon.responses import turn_from_response
-from kimi_recon.servers import KNOWN_SERVERS, LOSSES, NO_SERVER, SERVERS, UNKNOWN, detect_server, get_server
+from kimi_recon.servers import KNOWN_SERVERS, LOSSES, NO_SERVER, SERVERS, UNKNOWN, ServerProfile, detect_server, get_server
 
 CALL = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>"
 TOOL_CALL = {"id": "functions.get_weather:0", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
@@ -227,3 +231,70 @@ def test_the_cli_server_option_names_the_server_in_every_audit_record(tmp_path: 
     (worst,) = report["worst"]
     assert worst["server"] == "vllm==0.33.0" and "completion_tokens_mismatch" in [f["code"] for f in worst["flags"]]
     assert main(["audit", str(src), "--server", "tgi"]) != 0
+
+
+# -- the hot path's shortcut: a turn without tool calls is not put to the shape tests that need them -----
+
+_FIELD = st.one_of(st.none(), st.just(""), st.just(" "), st.just("\n"), st.text(max_size=6))
+_ARGS = st.sampled_from(["", "{}", "{ }", '{"a": 1}', "[1]", "x", '{"b": "c"}'])
+_TURNS = st.builds(
+    AssistantTurn,
+    reasoning=_FIELD,
+    content=_FIELD,
+    tool_calls=st.lists(st.builds(ToolCall, st.none() | st.just("call_1"), st.just("f"), _ARGS), max_size=3).map(tuple),
+    finish_reason=st.sampled_from([None, "stop", "length", "tool_calls"]),
+)
+_SERVERS = [*SERVERS.values(), UNKNOWN, NO_SERVER, get_server("vllm*"), get_server("sglang*")]
+
+
+@given(_TURNS.filter(lambda t: not t.tool_calls), st.sampled_from(["kimi-k2.5", "kimi-k2-instruct", "kimi-k3"]), st.booleans())
+def test_the_shape_tests_a_turn_without_tool_calls_skips_find_nothing_on_it(turn: AssistantTurn, profile: str, thinking: bool) -> None:
+    assert servers._NEEDS_CALLS  # (the shortcut is there to check)
+    for applies in servers._NEEDS_CALLS:
+        assert not applies(turn, get_profile(profile), thinking)
+
+
+@given(_TURNS, st.sampled_from(["kimi-k2.5", "kimi-k2-instruct", "kimi-k3"]), st.booleans(), st.sampled_from(_SERVERS))
+def test_losses_of_shape_are_every_loss_of_the_servers_format_whose_test_finds_fields(
+    turn: AssistantTurn, profile: str, thinking: bool, server: ServerProfile
+) -> None:
+    prof = get_profile(profile)
+    every_loss = [
+        (name, tuple(fields))
+        for name in sorted(server.losses)
+        if LOSSES[name].format == prof.format and name != "ids_rebuilt" and (fields := LOSSES[name].applies(turn, prof, thinking))
+    ]
+    got = servers.losses_of_shape(turn, prof, thinking, server)
+    assert [name for name, _ in got] == [name for name, _ in every_loss]
+    assert [flag.field for _, flag in got] == [fields[0] for _, fields in every_loss]
+    assert all(", ".join(fields) in flag.message for (_, flag), (_, fields) in zip(got, every_loss, strict=True))
+
+
+_SPACES = st.text(alphabet=st.sampled_from(" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000a"), max_size=4)
+_BLANKISH = st.builds(
+    AssistantTurn,
+    reasoning=st.none() | _SPACES,
+    content=st.none() | _SPACES,
+    tool_calls=st.lists(st.builds(ToolCall, st.none(), st.just("f"), _ARGS), max_size=2).map(tuple),
+    finish_reason=st.sampled_from([None, "stop", "length"]),
+)
+
+
+@given(_BLANKISH, st.sampled_from(["kimi-k2.5", "kimi-k2-instruct", "kimi-k3"]), st.booleans())
+def test_the_shape_tests_read_blank_and_space_edged_fields_as_the_strip_and_generator_spelling_did(turn: AssistantTurn, profile: str, thinking: bool) -> None:
+    # the spelling before the hot path's rewrite (copies of the text, a generator per turn), as the reference
+    prof = get_profile(profile)
+    blank_content = not (turn.content or "").strip()
+    opened = thinking and prof.thinking_style == "prompt_opens"
+    assert servers._no_content_before_calls(turn, prof, thinking) == (("content",) if turn.tool_calls and blank_content else ())
+    assert servers._content_empty(turn, prof, thinking) == (("content",) if not turn.tool_calls and blank_content and not turn.truncated else ())
+    assert servers._reasoning_into_calls(turn, prof, thinking) == (
+        ("reasoning",) if opened and turn.tool_calls and bool(turn.reasoning) and blank_content else ()
+    )
+    edged = tuple(n for n, t in (("reasoning", turn.reasoning), ("content", turn.content)) if t and (t[0] == " " or t[-1] == " "))
+    assert tuple(servers._boundary_space(turn, prof, thinking)) == edged
+
+
+@given(st.text(alphabet=st.sampled_from(" {}\ta"), max_size=6) | st.text(max_size=5))
+def test_blank_object_arguments_are_those_without_spaces_equal_to_an_empty_object(text: str) -> None:
+    assert servers._blank_object(text) == (text.replace(" ", "") in ("{}", ""))

@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._base.arguments import instance_argument
 from ..models import AssistantTurn
 from ..profiles import ChatFormat, ChatProfile
 from ..segments import RenderedTurn, Segment
-from .k2 import render_k2_turn
+from .k2 import _render_k2_turn
 from .k3 import render_k3_turn
 from .k3_prompt import k3_prompt_segments
 
@@ -43,14 +44,16 @@ class FormatCode:
 
 
 FORMATS: Mapping[ChatFormat, FormatCode] = {
-    "k2": FormatCode(render_k2_turn, None),
+    "k2": FormatCode(_render_k2_turn, None),  # (render_k2_turn less its argument checks: render_turn's callers made them)
     "k3": FormatCode(render_k3_turn, k3_prompt_segments),
 }
 
 
 def render_turn(profile: ChatProfile, turn: AssistantTurn, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
     """``turn`` as ``profile``'s format renders it (options already checked; see
-    :func:`kimi_recon.render.render_turn_with_flags`)."""
+    :func:`kimi_recon.render.render_turn_with_flags`, which checks the turn too and calls :data:`FORMATS`' renderer
+    itself)."""
+    instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn (see as_turn)")
     return FORMATS[profile.format].render_turn(turn, profile, thinking, call_index_offset=call_index_offset, stop=stop)
 
 

@@ -29,51 +29,60 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
     already checked by :func:`kimi_recon.render.render_turn_with_flags`)."""
     instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn (see as_turn)")
     instance_argument(prof, "prof", ChatProfile, "a ChatProfile (see get_profile)")
+    return _render_k2_turn(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
+
+
+def _render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
+    """:func:`render_k2_turn` of a turn and profile known to be ones (the dispatch by format's renderer: its
+    caller checked them)."""
     flags: list[Flag] = []
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
     shaped = False  # whether a field holds special-token-shaped text
     reasoning = turn.reasoning or ""
-    renders_reasoning = thinking and prof.thinking_style != "none"
+    content, calls, truncated = turn.content, turn.tool_calls, turn.truncated
+    style = prof.thinking_style
+    renders_reasoning = thinking and style != "none"
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
-    in_reasoning = renders_reasoning and turn.truncated and not turn.content and not turn.tool_calls and bool(reasoning)
-    if prof.thinking_style == "model_opens":
+    in_reasoning = renders_reasoning and truncated and not content and not calls and bool(reasoning)
+    if style == "model_opens":
         segments.append(_THINK_BEGIN)
     if renders_reasoning:
         shaped = _add_field(segments, reasoning, "reasoning", noted)
-    if (renders_reasoning or prof.thinking_style == "model_opens") and not in_reasoning:
+    if (renders_reasoning or style == "model_opens") and not in_reasoning:
         segments.append(_THINK_END)
     if reasoning and not renders_reasoning:
-        why = "thinking=False" if prof.thinking_style != "none" else f"profile {prof.name} has no thinking"
+        why = "thinking=False" if style != "none" else f"profile {prof.name} has no thinking"
         flags.append(Flag(FlagCode.REASONING_DROPPED, f"the turn has {len(reasoning)} characters of reasoning, not rendered ({why})", "reasoning"))
     if not turn.reasoning_complete:
         flags.append(Flag(FlagCode.REASONING_INCOMPLETE, "the server returned only a summary or encrypted reasoning; the raw reasoning tokens cannot be rebuilt", "reasoning"))
 
-    if turn.content:
-        shaped = _add_field(segments, turn.content, "content", noted) or shaped
-    if turn.tool_calls:
+    if content:
+        shaped = _add_field(segments, content, "content", noted) or shaped
+    if calls:
         segments.append(_SECTION_BEGIN)
-        for i, call in enumerate(turn.tool_calls):
+        for i, call in enumerate(calls):
             where = f"tool_calls[{i}]"
             call_id = call.id
             if call_id is None:
                 call_id = model_tool_call_id(call.name, call_index_offset + i)
                 flags.append(Flag(FlagCode.GENERATED_TOOL_CALL_ID, f"no id given; wrote the model's own {call_id!r}", f"{where}.id"))
-            elif not MODEL_TOOL_CALL_ID.fullmatch(call_id) and turn.metadata.get("keep_server_call_ids"):
-                flags.append(Flag(FlagCode.FOREIGN_TOOL_CALL_ID, f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server issued it, and it was kept as asked", f"{where}.id"))
-            elif not MODEL_TOOL_CALL_ID.fullmatch(call_id):
-                # A server issued it (call_…, chatcmpl-tool-…): the K2.x model always writes functions.NAME:IDX,
-                # so that is written, at the conversation-wide index it writes when it follows its template.
-                written = model_tool_call_id(call.name, call_index_offset + i)
-                flags.append(
-                    Flag(
-                        FlagCode.REPLACED_TOOL_CALL_ID,
-                        f"id {call_id!r} was issued by a server, not written by the model; wrote the model's own "
-                        f"{written!r} (the index {call_index_offset + i} is assumed: calls before this turn + position)",
-                        f"{where}.id",
+            elif MODEL_TOOL_CALL_ID.fullmatch(call_id) is None:  # (matched once: the model's own ids, most, pass at once)
+                if turn.metadata.get("keep_server_call_ids"):
+                    flags.append(Flag(FlagCode.FOREIGN_TOOL_CALL_ID, f"id {call_id!r} is not in the model's functions.NAME:IDX format; a server issued it, and it was kept as asked", f"{where}.id"))
+                else:
+                    # A server issued it (call_…, chatcmpl-tool-…): the K2.x model always writes functions.NAME:IDX,
+                    # so that is written, at the conversation-wide index it writes when it follows its template.
+                    written = model_tool_call_id(call.name, call_index_offset + i)
+                    flags.append(
+                        Flag(
+                            FlagCode.REPLACED_TOOL_CALL_ID,
+                            f"id {call_id!r} was issued by a server, not written by the model; wrote the model's own "
+                            f"{written!r} (the index {call_index_offset + i} is assumed: calls before this turn + position)",
+                            f"{where}.id",
+                        )
                     )
-                )
-                call_id = written
+                    call_id = written
             if not call.arguments_are_json:
                 flags.append(Flag(FlagCode.ARGUMENTS_NOT_JSON, "arguments are not valid JSON; rendered verbatim", f"{where}.function.arguments"))
             segments.append(_CALL_BEGIN)
@@ -82,19 +91,23 @@ def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, ca
             shaped = _add_field(segments, call.arguments_text, f"{where}.function.arguments", noted) or shaped
             segments.append(_CALL_END)
         segments.append(_SECTION_END)
-    if turn.truncated:
+    if truncated:
         where = "reasoning" if in_reasoning else "output"
         flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no <|im_end|> rendered", "finish_reason"))
-        if turn.tool_calls:
+        if calls:
             flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: where the cut fell inside the tool-call section is unknown", "tool_calls"))
     else:
-        segments.append(marker(stop))
-    return RenderedTurn(tuple(segments), tuple(flags + noted), fields_plain=not shaped)
+        segments.append(_STOPS.get(stop) or marker(stop))
+    if noted:
+        flags += noted
+    return RenderedTurn(tuple(segments), tuple(flags), fields_plain=not shaped)
 
 
 _THINK_BEGIN, _THINK_END = marker(THINK_BEGIN), marker(THINK_END)
 _SECTION_BEGIN, _SECTION_END = marker(SECTION_BEGIN), marker(SECTION_END)
 _CALL_BEGIN, _ARGUMENT_BEGIN, _CALL_END = marker(CALL_BEGIN), marker(ARGUMENT_BEGIN), marker(CALL_END)
+#: The ends of a finished turn the K2.x profiles know, built once (a Segment is immutable, so turns share them).
+_STOPS = {text: marker(text) for text in (IM_END, "[EOS]")}
 
 
 def _add_field(segments: list[Segment], text: str, field: str, noted: list[Flag]) -> bool:

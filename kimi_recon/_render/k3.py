@@ -159,19 +159,6 @@ def _add_field(segments: list[Segment], piece: str, field: str, noted: list[Flag
             noted.append(_special_text_flag(found, field))
 
 
-def _add_call(
-    segments: list[Segment],
-    call: ToolCall,
-    index: int,
-    where: str,
-    parsed: tuple[Mapping[str, Any] | None, str | None],
-    written: dict[str, str],
-    noted: list[Flag],
-) -> None:
-    """:func:`call_segments` of a turn's ``call``."""
-    call_segments(segments, call.name, index, where, parsed, written, noted)
-
-
 def call_segments(
     segments: list[Segment],
     name: object,
@@ -221,9 +208,12 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
     noted: list[Flag] = []  # special-token text in fields: flagged after the others, in segment order
     segments: list[Segment] = []
     reasoning = turn.reasoning or ""
-    writes_reasoning = thinking and bool(reasoning.strip())
+    content, calls, truncated = turn.content, turn.tool_calls, turn.truncated
+    # (not reasoning.strip(): the same test, str.strip and str.isspace take the same characters as
+    # whitespace, without copying the reasoning)
+    writes_reasoning = thinking and bool(reasoning) and not reasoning.isspace()
     # A cut-off turn with no content and no tool calls stopped inside its reasoning.
-    in_reasoning = thinking and turn.truncated and not turn.content and not turn.tool_calls and bool(reasoning)
+    in_reasoning = thinking and truncated and not content and not calls and bool(reasoning)
     if reasoning and not thinking:
         flags.append(Flag(FlagCode.REASONING_DROPPED, f"the turn has {len(reasoning)} characters of reasoning, not rendered (thinking=False)", "reasoning"))
     elif reasoning and not writes_reasoning:
@@ -234,31 +224,37 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
         _add_field(segments, reasoning, "reasoning", noted)
     if thinking and not in_reasoning:
         segments += _CLOSE_THINK_OPEN_RESPONSE
-    if not in_reasoning and turn.content:
-        _add_field(segments, turn.content, "content", noted)
-    finished = not turn.truncated
-    if finished or turn.tool_calls:
+    if not in_reasoning and content:
+        _add_field(segments, content, "content", noted)
+    finished = not truncated
+    if finished or calls:
         segments += _CLOSE_RESPONSE
-    if turn.tool_calls:
+    if calls:
         segments += _OPEN_TOOLS
-        for i, call in enumerate(turn.tool_calls):
+        for i, call in enumerate(calls):
             where = f"tool_calls[{i}]"
             parsed = parse_arguments(call.arguments)
             written: dict[str, str] = {}
-            _add_call(segments, call, i + 1, where, parsed, written, noted)
+            call_segments(segments, call.name, i + 1, where, parsed, written, noted)
             flags += argument_flags(call, where, parsed, written)
         if finished:
             segments += _CLOSE_TOOLS
-    if finished and not (stop == AFTER_TOOLS and turn.tool_calls):
+    if finished and not (stop == AFTER_TOOLS and calls):
         end = END_OF_MSG if stop == AFTER_TOOLS else stop
         segments += _CLOSE_MESSAGE
-        segments.append(marker(end))
-    if turn.truncated:
+        segments.append(_ENDS.get(end) or marker(end))
+    if truncated:
         where = "reasoning" if in_reasoning else "output"
         flags.append(Flag(FlagCode.TRUNCATED, f"finish_reason is 'length': cut off inside the {where}; no closing tags rendered", "finish_reason"))
-        if turn.tool_calls:
+        if calls:
             flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: the calls are rendered whole and the tools block left open; where the cut fell is unknown", "tool_calls"))
-    return RenderedTurn(tuple(segments), tuple(flags + noted), fields_ordinary=True)
+    if noted:
+        flags += noted
+    return RenderedTurn(tuple(segments), tuple(flags), fields_ordinary=True)
+
+
+#: The end markers of a finished turn K3 knows, built once (a Segment is immutable, so turns share them).
+_ENDS = {text: marker(text) for text in (END_OF_MSG, "[EOS]")}
 
 
 #: Every named special-token text of K3 and K2.5 (K2.5's are reserved slots in K3, so users quote them).
@@ -358,7 +354,7 @@ def argument_flags(
     """
     field = f"{where}.function.arguments"
     flags: list[Flag] = []
-    if isinstance(call.arguments, Mapping):
+    if type(call.arguments) is not str and isinstance(call.arguments, Mapping):  # (a str, most, skips the ABC check)
         return flags
     args, block = parsed
     if block is not None:
