@@ -18,6 +18,7 @@ profile (``ChatProfile.encoding``):
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ class Segment(NamedTuple):
     def is_marker(self) -> bool:
         """A control marker (one special id); template text and field text are not markers."""
         return self.special
+
+
+_TEXT_OF = operator.itemgetter(0)
 
 
 def marker(text: str) -> Segment:
@@ -75,7 +79,7 @@ class RenderedTurn:
 
     @functools.cached_property
     def text(self) -> str:
-        return "".join([piece for piece, _field, _special in self.segments])  # a list joins faster than a generator
+        return "".join(map(_TEXT_OF, self.segments))  # C all the way (a K3 tool-call turn holds ~70 segments)
 
     @functools.cached_property
     def special_texts(self) -> frozenset[str]:
