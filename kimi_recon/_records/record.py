@@ -267,17 +267,34 @@ def _options(record: Mapping[str, Any], profile: str | None, thinking: bool, mod
     :func:`kimi_recon.record_options.parse_options`."""
     if model is None:
         model = record.get("model")
-    if type(thinking) is bool and (profile is None or type(profile) is str) and (model is None or type(model) is str):
-        if not any(key in record for key in _RECONSTRUCT_OPTIONS):  # the usual record: the same options for every one
-            return _call_options(profile, thinking, model)
+    own = (record.get("profile"), record.get("thinking"), record.get("call_index_offset"))
+    if _plain_options(own, profile, thinking, model):  # the usual record: a few combinations over a whole dataset
+        return _plain_options_read(*own, profile, thinking, model)
     options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
     return options.profile.name, options.thinking, options.call_index_offset or 0
 
 
-@functools.lru_cache(maxsize=64)
-def _call_options(profile: str | None, thinking: bool, model: str | None) -> tuple[str, bool, int]:
-    """:func:`_options` of a record that sets none of them (the call's, and the model id's profile)."""
-    options = parse_options(None, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
+def _plain_options(own: tuple[object, object, object], profile: object, thinking: object, model: object) -> bool:
+    """Whether a record's options and the call's are values a cache can key on (strings, bools, ints or None)."""
+    record_profile, record_thinking, offset = own
+    return (
+        type(thinking) is bool
+        and (profile is None or type(profile) is str)
+        and (model is None or type(model) is str)
+        and (record_profile is None or type(record_profile) is str)
+        and (record_thinking is None or type(record_thinking) is bool)
+        and (offset is None or type(offset) is int)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_options_read(
+    record_profile: str | None, record_thinking: bool | None, offset: int | None, profile: str | None, thinking: bool, model: str | None
+) -> tuple[str, bool, int]:
+    """:func:`_options` of a record whose options are plain values: the same ``parse_options`` reading, once per
+    combination (an error is raised every time: ``lru_cache`` keeps no exception)."""
+    record = {k: v for k, v in zip(_RECONSTRUCT_OPTIONS, (record_profile, record_thinking, offset), strict=True) if v is not None}
+    options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
     return options.profile.name, options.thinking, options.call_index_offset or 0
 
 
