@@ -254,25 +254,32 @@ def _marked_text(segments: tuple[Segment, ...], allowed: frozenset[str], piece_t
     themselves, and the text between two of them is one segment's, encoded as ordinary text (a text longer than
     ``MAX_RUN_CHARS``, which the official chunking may cut, is left out). The markers go into ``used``."""
     parts: list[str] = []
-    gaps = 0
+    append = parts.append
+    gaps = markers = 0
     after_text = False
     for text, _field, special in segments:
         if special:
             if text not in allowed:
                 return None
             used.add(text)
+            markers += 1
             after_text = False
         elif not text:
             continue  # no ids, no boundary
-        elif "<|" in text or len(text) > MAX_RUN_CHARS:
-            return None
+        elif after_text:
+            append(piece_text)
+            gaps += 1
         else:
-            if after_text:
-                parts.append(piece_text)
-                gaps += 1
             after_text = True
-        parts.append(text)
-    return "".join(parts), gaps
+        append(text)
+    marked = "".join(parts)
+    # Every marker and separator holds one "<|" (their shape), and no boundary makes one (the text after a text
+    # starts after a separator): any more are in a text.
+    if marked.count("<|") != markers + gaps:
+        return None
+    if len(marked) > MAX_RUN_CHARS and any(len(text) > MAX_RUN_CHARS for text, _field, special in segments if not special):
+        return None
+    return marked, gaps
 
 
 def _followed_by(ids: list[int], more: list[int]) -> list[int]:
