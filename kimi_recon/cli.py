@@ -82,7 +82,7 @@ def _add_workers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, help="records run side by side (0 = all cores; default 1)")
     p.add_argument(
         "--executor", choices=("auto", "threads", "processes"), default="auto",
-        help="what runs --workers > 1: threads of this process or worker processes (auto: processes, threads for a tokenizer workers cannot load again; docs/benchmarks.md §10)",
+        help="what runs --workers > 1: threads of this process or worker processes (auto: threads for 2 workers, processes for more; docs/benchmarks.md §10)",
     )
 
 

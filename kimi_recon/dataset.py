@@ -429,8 +429,8 @@ def audit_dataset(
     ``chunk_size`` records over that many threads of this process (``executor="threads"``: no start-up, any
     tokenizer object shared; tiktoken encodes with the GIL released, so the encodes run side by side) or worker
     processes (``executor="processes"``: the tokenizer loaded once per worker, which also spreads the Python
-    work); ``"auto"`` picks processes, and threads only for a tokenizer object a worker process cannot load again
-    (``kimi_recon._batch.pool.choose_executor``; measured: docs/benchmarks.md, §10). At most ``4 * workers`` chunks are in flight; the result is the same
+    work); ``"auto"`` picks threads for 2 workers and processes for more (threads too for a tokenizer object a
+    worker process cannot load again: ``kimi_recon._batch.pool.choose_executor``; measured: docs/benchmarks.md, §10). At most ``4 * workers`` chunks are in flight; the result is the same
     as with ``workers=1``. ``progress`` None shows a
     tqdm bar when stderr is a terminal. No record is dropped: a malformed one is counted as an error
     with its line number (JSONL) or index, and the others are processed. ``server`` names the server that

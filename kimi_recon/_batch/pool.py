@@ -155,16 +155,21 @@ def _reloadable(tok: KimiTokenizer) -> bool:
     return tok is load_tokenizer() or tok.source == BUNDLED or bool(tok.source and Path(tok.source).is_dir())
 
 
-def choose_executor(workers: int, executor: str, reloadable: bool = True) -> Runner:
-    """What runs ``workers`` workers: ``"one"`` for one, else ``executor`` when it is not ``"auto"``, else the
-    process pool, or threads when the tokenizer is one a worker process could not load again.
+#: Up to this many workers, ``"auto"`` runs threads; more go to the process pool (see :func:`choose_executor`).
+THREADS_UP_TO = 2
 
-    The rule, measured on 2 cores (docs/benchmarks.md, §10; ``benchmarks/matrix.py``): threads overlap only
-    tiktoken's encode (it releases the GIL) with the rest, which holds the GIL: 60 - 70% of an ordinary record's
-    time on a quiet machine, and the hand-offs of the GIL cost more than the overlap wins, so 2 threads ran at
-    0.7 - 1.07x one thread, 2 processes at 0.7 - 1.16x (the pool wins from about 10,000 records). Threads stay
-    for what the pool cannot run (a tokenizer object without a directory to load again, such as the bundled K3
-    tokenizer passed as an object), where the alternative is an error.
+
+def choose_executor(workers: int, executor: str, reloadable: bool = True) -> Runner:
+    """What runs ``workers`` workers: ``"one"`` for one, else ``executor`` when it is not ``"auto"``; else threads
+    for up to :data:`THREADS_UP_TO` workers, the process pool for more (threads too when the tokenizer is one a
+    worker process could not load again).
+
+    The rule, measured on 2 cores (docs/benchmarks.md, §10; ``benchmarks/matrix.py``): a chunk's turns are encoded
+    in one call into tiktoken, which releases the GIL for all of it, so a thread's encode runs beside the other
+    thread's Python with one hand-off a chunk. Two threads then ran ahead of two processes (no start-up, nothing
+    pickled). But the Python holds the GIL (about 55 - 60% of an ordinary record on one thread), so threads cannot
+    pass about ``1 / that share`` of one thread, however many there are: beyond two workers the pool, which spreads
+    the Python too, is the one that keeps growing.
     """
     if executor not in get_args(Executor):
         raise InvalidInputError(f"must be one of {', '.join(get_args(Executor))}, got {executor!r}", field="executor")
@@ -172,7 +177,7 @@ def choose_executor(workers: int, executor: str, reloadable: bool = True) -> Run
         return "one"
     if executor != "auto":
         return "threads" if executor == "threads" else "processes"
-    return "processes" if reloadable else "threads"
+    return "threads" if workers <= THREADS_UP_TO or not reloadable else "processes"
 
 
 def _tokenizer_source(tokenizer: TokenizerArg, workers: int) -> tuple[KimiTokenizer, str | None]:
