@@ -194,7 +194,7 @@ def encode_many_plain(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer
         return list(tokenizer.encode_many([turn.text for turn in rendered]))
     kit = _marker_kit(tokenizer, profile.special_tokens)
     used: set[str] = set()  # the markers written: only they need be allowed (a set converted on every call)
-    marked = [None if kit is None else _marked_text(turn.segments, kit.allowed, kit.piece_text, used) for turn in rendered]
+    marked = [None if kit is None else _marked_text(turn, kit.allowed, kit.piece_text, used) for turn in rendered]
     pieces: list[str] = []
     ids_of_markers = marker_ids(profile)
     plans = [None if m is not None else _plan_per_segment(turn.segments, tokenizer, ids_of_markers, pieces) for turn, m in zip(rendered, marked, strict=True)]
@@ -207,11 +207,20 @@ def encode_many_plain(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer
             out.append(_assembled(plan, encoded))
             continue
         ids = next(next_whole)
-        if m is not None and m[1]:  # the piece separators come out as their id, once each
-            kept = [i for i in ids if i != kit.piece_id]  # type: ignore[union-attr]  # (a marked text means a kit)
-            ids = kept if len(ids) - len(kept) == m[1] else None  # type: ignore[assignment]
-        out.append(ids)
+        out.append(_without(ids, kit.piece_id, m[1]) if m is not None and m[1] and kit is not None else ids)
     return out
+
+
+def _without(ids: list[int], sep_id: int, n: int) -> list[int] | None:
+    """``ids`` (the caller's) with its ``n`` ``sep_id`` taken out, in place; None when it holds another number of them."""
+    at = 0
+    try:
+        for _ in range(n):
+            at = ids.index(sep_id, at)
+            del ids[at]
+    except ValueError:
+        return None
+    return None if sep_id in ids[at:] else ids
 
 
 class _MarkerKit(NamedTuple):
@@ -244,42 +253,52 @@ def _marker_kit(tokenizer: KimiTokenizer, table: str) -> _MarkerKit | None:
 _MARKER_SHAPE = re.compile(r"<\|[A-Za-z0-9_]+\|>")
 
 
-def _marked_text(segments: tuple[Segment, ...], allowed: frozenset[str], piece_text: str, used: set[str]) -> tuple[str, int] | None:
+def _marked_text(turn: RenderedTurn, allowed: frozenset[str], piece_text: str, used: set[str]) -> tuple[str, int] | None:
     """The text whose encode with ``allowed`` special texts (and the turn separator) is the ``per_segment`` ids of
-    ``segments`` once the ``piece_text`` ids are dropped, and how many of those it holds; None when there is none.
+    ``turn`` once the ``piece_text`` ids are dropped, and how many of those it holds; None when there is none.
 
     Every marker must be allowed; every other text is written as it is, ``piece_text`` between two of them next to
     each other (so each is a slice of its own, as it is encoded alone). No text may hold ``<|``: every allowed text
     starts so and holds no other ``<``, so then the allowed specials tiktoken finds are the markers and separators
     themselves, and the text between two of them is one segment's, encoded as ordinary text (a text longer than
     ``MAX_RUN_CHARS``, which the official chunking may cut, is left out). The markers go into ``used``."""
-    parts: list[str] = []
-    append = parts.append
     gaps = markers = 0
     after_text = False
-    for text, _field, special in segments:
+    for text, _field, special in turn.segments:
         if special:
             if text not in allowed:
                 return None
             used.add(text)
             markers += 1
             after_text = False
-        elif not text:
-            continue  # no ids, no boundary
-        elif after_text:
-            append(piece_text)
-            gaps += 1
-        else:
+        elif text:
+            gaps += after_text
             after_text = True
-        append(text)
-    marked = "".join(parts)
+    marked = turn.text if not gaps else _separated(turn.segments, piece_text)  # (the text is cached: the flags read it too)
     # Every marker and separator holds one "<|" (their shape), and no boundary makes one (the text after a text
     # starts after a separator): any more are in a text.
     if marked.count("<|") != markers + gaps:
         return None
-    if len(marked) > MAX_RUN_CHARS and any(len(text) > MAX_RUN_CHARS for text, _field, special in segments if not special):
+    if len(marked) > MAX_RUN_CHARS and any(len(text) > MAX_RUN_CHARS for text, _field, special in turn.segments if not special):
         return None
     return marked, gaps
+
+
+def _separated(segments: tuple[Segment, ...], piece_text: str) -> str:
+    """The segments' texts joined, ``piece_text`` between two non-empty texts with no marker between them."""
+    parts: list[str] = []
+    after_text = False
+    for text, _field, special in segments:
+        if special:
+            after_text = False
+        elif not text:
+            continue
+        elif after_text:
+            parts.append(piece_text)
+        else:
+            after_text = True
+        parts.append(text)
+    return "".join(parts)
 
 
 def _followed_by(ids: list[int], more: list[int]) -> list[int]:
