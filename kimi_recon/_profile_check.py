@@ -37,9 +37,10 @@ def model_mismatch(profile: ChatProfile, model: object) -> Flag | None:
 def ids_mismatch(profile: ChatProfile, ids: Iterable[int], field: str) -> Flag | None:
     """A flag when ``ids`` (what the model generated) hold a marker of the other format than ``profile``'s."""
     foreign = _K2_ONLY_IDS if profile.format == "k3" else _K3_ONLY_IDS
-    found = next((i for i in ids if i in foreign), None)
-    if found is None:
+    ids = ids if isinstance(ids, (list, tuple)) else list(ids)  # read twice below
+    if foreign.isdisjoint(ids):  # the usual answer, without a Python step per id
         return None
+    found = next(i for i in ids if i in foreign)
     other = "kimi-k2.5" if profile.format == "k3" else "kimi-k3"
     what = "a K2.x marker" if profile.format == "k3" else "K3's <|sep|>"
     return Flag(
