@@ -378,8 +378,15 @@ class KimiTokenizer:
         that slice and nothing past it), so each part is that text's encode. A special text that is not allowed
         is ordinary text there, and tiktoken goes on looking from the next character after one, so it hides no
         separator it overlaps; one that starts where a separator does could (none of Kimi's tables has one): the
-        ids must hold exactly one separator id per separator, else every text is encoded on its own. The texts
-        must be strings; the returned lists are the caller's (fresh)."""
+        ids must hold exactly one separator id per separator, else every text is encoded on its own. The
+        returned lists are the caller's (fresh).
+
+        >>> tok = load_tokenizer()
+        >>> tok.encode_many(["a b", "x<|im_end|>"]) == [tok.encode("a b"), tok.encode("x<|im_end|>")]
+        True
+        """
+        for text in texts:
+            _check_text(text)
         separator = self._separator
         whole = [i for i, t in enumerate(texts) if not may_be_cut(t)]
         if separator is None or len(whole) < 2:

@@ -396,15 +396,8 @@ def _usage_of(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
 Checked = tuple[Reconstruction, "TokenCounts | None", tuple[Flag, ...], "str | None"]
 
 
-def _reconstruct_checked(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool, server: str | None = None
-) -> Checked:
-    """The reconstruction, the usage check, every flag (the check's included) and the provider."""
-    turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs, server)
-    return _with_usage_check(rec, turn, recon, tok)
-
-
 def _with_usage_check(rec: Mapping[str, Any], turn: AssistantTurn, recon: Reconstruction, tok: KimiTokenizer) -> Checked:
+    """The reconstruction, the usage check, every flag (the check's included) and the provider."""
     counts, unchecked = record_token_counts(
         rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server, reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED)
     )
@@ -425,8 +418,8 @@ def checked_together(
     server: str | None,
     before: Callable[[Mapping[str, Any]], _S],
 ) -> list[tuple[str | None, _S | None, Checked | Exception]]:
-    """:func:`_reconstruct_checked` of each ``(index, line, record)``, in order, as ``(record id, before(record),
-    checked)``, the last an exception for a record that failed (``before`` runs first: an audit's checks of its
+    """Each ``(index, line, record)`` rebuilt and its usage checked (:func:`_with_usage_check`), in order, as
+    ``(record id, before(record), checked)``, the last an exception for a record that failed (``before`` runs first: an audit's checks of its
     reference ids). Every turn is rendered first, then the turns are encoded together
     (:func:`~kimi_recon.reconstruct._encode_pending`: one call into tiktoken, so threads hand the GIL over once
     a chunk, not a few times a record), then each is finished: the same results as one at a time."""
@@ -538,9 +531,7 @@ def audit_record(
     try:
         tok = get_tokenizer(tokenizer)
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
-        rid = record_id(record)
-        error = record_error(index, line, rid, err)
-        return RecordResult(index, error.line, rid, error=error)
+        return _failed(index, line, record_id(record), err)
     return audit_records([(index, line, record)], tok, profile, thinking, use_logprobs, server)[0]
 
 
@@ -561,9 +552,10 @@ def audit_records(
     out = []
     checked = checked_together(items, tok, profile, thinking, use_logprobs, server, functools.partial(_reference_of, tok))
     for (index, line, _), (rid, reference, result) in zip(items, checked, strict=True):
+        if isinstance(result, Exception):
+            out.append(_failed(index, line, rid, result))
+            continue
         try:
-            if isinstance(result, Exception):
-                raise result
             recon, counts, flags, provider = result
             ref_ids, ref_key = reference  # type: ignore[misc]  # (set for every record that got this far)
             wrong_format = ids_mismatch(get_profile(recon.profile), ref_ids, ref_key)
@@ -572,13 +564,17 @@ def audit_records(
             # the profile's names (K3 spells 163586 `<|end_of_msg|>`); reconstructed ids come from the tokenizer
             comparison = compare_checked_ids(ref_ids, recon.ids, tokenizer_for_profile(tok, recon.profile))
         except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
-            error = record_error(index, line, rid, err)
-            out.append(RecordResult(index, error.line, rid, error=error))
+            out.append(_failed(index, line, rid, err))
             continue
         out.append(RecordResult(
             index, line, rid, comparison, recon.source, flags, token_counts=counts, provider=provider, profile=recon.profile, server=recon.server
         ))
     return out
+
+
+def _failed(index: int, line: int | None, rid: str | None, err: Exception) -> RecordResult:
+    error = record_error(index, line, rid, err)
+    return RecordResult(index, error.line, rid, error=error)
 
 
 def audit_row(
