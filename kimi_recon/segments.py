@@ -193,12 +193,11 @@ def encode_many_plain(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer
     if profile.encoding != "per_segment":
         return list(tokenizer.encode_many([turn.text for turn in rendered]))
     kit = _marker_kit(tokenizer, profile.special_tokens)
-    used: set[str] = set()  # the markers written: only they need be allowed (a set converted on every call)
-    marked = [None if kit is None else _marked_text(turn, kit.allowed, kit.piece_text, used) for turn in rendered]
+    marked = [None if kit is None else _marked_text(turn, kit.allowed, kit.piece_text) for turn in rendered]
     pieces: list[str] = []
     ids_of_markers = marker_ids(profile)
     plans = [None if m is not None else _plan_per_segment(turn.segments, tokenizer, ids_of_markers, pieces) for turn, m in zip(rendered, marked, strict=True)]
-    whole = tokenizer.encode_many([m[0] for m in marked if m is not None], allowed_special=used | {kit.piece_text}) if kit is not None else []
+    whole = tokenizer.encode_many([m[0] for m in marked if m is not None], allowed_special=kit.allowed) if kit is not None else []
     encoded = tokenizer.encode_many(pieces, allowed_special=frozenset()) if pieces else []
     out: list[list[int] | None] = []
     next_whole = iter(whole)
@@ -253,7 +252,7 @@ def _marker_kit(tokenizer: KimiTokenizer, table: str) -> _MarkerKit | None:
 _MARKER_SHAPE = re.compile(r"<\|[A-Za-z0-9_]+\|>")
 
 
-def _marked_text(turn: RenderedTurn, allowed: frozenset[str], piece_text: str, used: set[str]) -> tuple[str, int] | None:
+def _marked_text(turn: RenderedTurn, allowed: frozenset[str], piece_text: str) -> tuple[str, int] | None:
     """The text whose encode with ``allowed`` special texts (and the turn separator) is the ``per_segment`` ids of
     ``turn`` once the ``piece_text`` ids are dropped, and how many of those it holds; None when there is none.
 
@@ -261,14 +260,13 @@ def _marked_text(turn: RenderedTurn, allowed: frozenset[str], piece_text: str, u
     each other (so each is a slice of its own, as it is encoded alone). No text may hold ``<|``: every allowed text
     starts so and holds no other ``<``, so then the allowed specials tiktoken finds are the markers and separators
     themselves, and the text between two of them is one segment's, encoded as ordinary text (a text longer than
-    ``MAX_RUN_CHARS``, which the official chunking may cut, is left out). The markers go into ``used``."""
+    ``MAX_RUN_CHARS``, which the official chunking may cut, is left out)."""
     gaps = markers = 0
     after_text = False
     for text, _field, special in turn.segments:
         if special:
             if text not in allowed:
                 return None
-            used.add(text)
             markers += 1
             after_text = False
         elif text:

@@ -155,7 +155,7 @@ def test_golden_turns_encoded_together_are_the_official_ids_on_every_road(profil
     if profile == "kimi-k3":  # whole with no separator, whole with separators between texts next to each other, piece by piece
         kit = _marker_kit(tok, prof.special_tokens)
         assert kit is not None and {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"} <= kit.allowed and kit.piece_id == 163836
-        roads = Counter("pieces" if m is None else "separated" if m[1] else "whole" for m in (_marked_text(r, kit.allowed, kit.piece_text, set()) for r in rendered))
+        roads = Counter("pieces" if m is None else "separated" if m[1] else "whole" for m in (_marked_text(r, kit.allowed, kit.piece_text) for r in rendered))
         assert min(roads["pieces"], roads["separated"], roads["whole"]) >= 10, roads
 
 
