@@ -21,7 +21,7 @@ from .models import AssistantTurn
 from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
-from .segments import encode_many_plain, encode_segments, marker_ids, surrogate_flags
+from .segments import encode_rendered_together, encode_segments, marker_ids, surrogate_flags
 from .servers import ServerProfile, get_server, losses_of_shape, server_losses
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
 from .usage_check import Convention, reported_counts
@@ -188,7 +188,7 @@ def _rendered_for_ids(
 
 def _encode_pending(pending: Sequence[_PendingTurn]) -> list[list[int] | None]:
     """The ids of each pending turn as :func:`reconstruct_output_ids` encodes them (``special_text="special"``),
-    the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_many_plain`);
+    the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_rendered_together`);
     None for a turn to encode on its own (:func:`_finished` with no ids does). It raises what encoding one of the
     turns raises; a caller that needs each turn's error alone then encodes each turn on its own."""
     groups: dict[tuple[int, str], list[int]] = {}
@@ -197,7 +197,7 @@ def _encode_pending(pending: Sequence[_PendingTurn]) -> list[list[int] | None]:
     out: list[list[int] | None] = [None] * len(pending)
     for members in groups.values():
         first = pending[members[0]]
-        encoded = encode_many_plain([pending[i].rendered for i in members], first.tokenizer, first.profile)
+        encoded = encode_rendered_together([pending[i].rendered for i in members], first.tokenizer, first.profile)
         for i, ids in zip(members, encoded, strict=True):
             out[i] = ids
     return out

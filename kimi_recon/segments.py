@@ -181,7 +181,7 @@ def _assembled(plan: _Plan, encoded: list[list[int]]) -> list[int]:
     return ids
 
 
-def encode_many_plain(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
+def encode_rendered_together(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
     """``encode_segments`` of each rendered turn (special-token text in fields read as the profile's official
     tokenizer reads it), in one call into tiktoken for them all (:meth:`~kimi_recon.tokenizer.KimiTokenizer.encode_many`);
     None for a turn the caller must encode on its own. A one-encode is ``tokenizer.encode(text)`` of each turn's

@@ -27,7 +27,7 @@ from kimi_recon.profiles import get_profile
 from kimi_recon.record_options import parse_options
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.responses import as_turn
-from kimi_recon.segments import _marked_text, _marker_kit, encode_many_plain, encode_segments
+from kimi_recon.segments import _marked_text, _marker_kit, encode_rendered_together, encode_segments
 from kimi_recon.tokenizer import MAX_RUN_CHARS, KimiTokenizer, may_be_cut
 
 K25 = load_tokenizer()
@@ -95,7 +95,7 @@ def test_rendered_turns_encoded_together_equal_each_encoded_alone(turns: list[As
     prof = get_profile(profile)
     tok = K3 if profile == "kimi-k3" else K25
     rendered = [render_turn_with_flags(t, prof, thinking) for t in turns]
-    together = encode_many_plain(rendered, tok, prof)
+    together = encode_rendered_together(rendered, tok, prof)
     alone = [encode_segments(r.segments, tok, prof, fields_plain=r.fields_plain, text=r.text) for r in rendered]
     assert together == (alone if len(rendered) > 1 else [None])  # (one turn alone takes the one-turn encode)
 
@@ -151,7 +151,7 @@ def test_golden_turns_encoded_together_are_the_official_ids_on_every_road(profil
     prof, tok = get_profile(profile), TOKENIZERS[profile]
     rows = _rows(folder)
     rendered = [render_turn_with_flags(as_turn(r["turn"]), prof, r["thinking"]) for r in rows]
-    assert encode_many_plain(rendered, tok, prof) == [r["output_ids"] for r in rows]
+    assert encode_rendered_together(rendered, tok, prof) == [r["output_ids"] for r in rows]
     if profile == "kimi-k3":  # whole with no separator, whole with separators between texts next to each other, piece by piece
         kit = _marker_kit(tok, prof.special_tokens)
         assert kit is not None and {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"} <= kit.allowed and kit.piece_id == 163836
