@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import operator
 import re
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -230,8 +231,19 @@ class _MarkerKit(NamedTuple):
     piece_id: int
 
 
-@functools.lru_cache(maxsize=8)
+#: Each tokenizer's kits, by table: held weakly, so a cached kit keeps no tokenizer (and its vocab) alive.
+_KITS: weakref.WeakKeyDictionary[KimiTokenizer, dict[str, _MarkerKit | None]] = weakref.WeakKeyDictionary()
+
+
 def _marker_kit(tokenizer: KimiTokenizer, table: str) -> _MarkerKit | None:
+    """:func:`_kit_of` of the tokenizer and table, computed once for each."""
+    kits = _KITS.setdefault(tokenizer, {})
+    if table not in kits:
+        kits[table] = _kit_of(tokenizer, table)
+    return kits[table]
+
+
+def _kit_of(tokenizer: KimiTokenizer, table: str) -> _MarkerKit | None:
     """The special texts a ``per_segment`` turn may be encoded whole with, and the one written between two texts
     next to each other: every ``<|name|>`` text with the same id in the tokenizer and in the profile's ``table``
     of which no other special text of the tokenizer is a prefix or a prefix extension (tiktoken could read that one

@@ -393,7 +393,7 @@ def _usage_of(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 #: What the usage check adds to a reconstruction: (reconstruction, usage check, every flag, provider).
-Checked = tuple[Reconstruction, "TokenCounts | None", tuple[Flag, ...], "str | None"]
+Checked = tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None]
 
 
 def _with_usage_check(rec: Mapping[str, Any], turn: AssistantTurn, recon: Reconstruction, tok: KimiTokenizer) -> Checked:
