@@ -3,11 +3,12 @@
     python benchmarks/matrix.py --quick     # a few seconds
     python benchmarks/matrix.py             # 2,000 ordinary and 200 long turns per cell; 1,000 and 10,000 records
 
-1. **One turn** (process CPU time, interleaved rounds, best of N): ``reconstruct_output_ids`` against one raw
-   tiktoken ``encode(text, allowed_special="all")`` of the profile's rendered output text (the floor; for K3 the
-   wrong ids), for K2.5 and K3, from the stored message dict and from an ``AssistantTurn`` parsed beforehand,
-   on ordinary turns (about 500 characters of output) and long ones (10,000+), as a ratio and as the
-   per-turn overhead in µs over the encode.
+1. **One turn** (process CPU time, paired blocks: :func:`benchmarks.timing.paired_blocks`): ``reconstruct_output_ids``
+   against one raw tiktoken ``encode(text, allowed_special="all")`` of the profile's rendered output text (the
+   floor; for K3 the wrong ids), for K2.5 and K3, from the stored message dict and from an ``AssistantTurn`` parsed
+   beforehand, on ordinary turns (about 500 characters of output) and long ones (10,000+), each block of turns
+   timed by all three back to back; the ratio is the median over the blocks (with its quartiles), the per-turn
+   overhead in µs over the encode likewise.
 2. **Many turns** (wall time: the point is the second core): ``reconstruct_records`` over N ordinary records
    one at a time, on 2 threads and on 2 worker processes, each against the same single-thread raw encode
    (goal: threads >= 1.6x raw on 2 cores for 10k ordinary turns), beside the control: the same raw encodes split
@@ -36,17 +37,19 @@ if __package__ in (None, ""):  # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus
-from benchmarks.timing import best_of
+from benchmarks.timing import best_of, paired_blocks
 from kimi_recon import load_tokenizer
 from kimi_recon.dataset import reconstruct_records
 from kimi_recon.profiles import get_profile
-from kimi_recon.reconstruct import reconstruct_output_ids
+from kimi_recon.reconstruct import reconstruct_many, reconstruct_output_ids
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.responses import as_turn
 from kimi_recon.tokenizer import KimiTokenizer
 
 PROFILES = ("kimi-k2.5", "kimi-k3")
 SHAPES = ("dict", "parsed")
+#: ``one``: ``reconstruct_output_ids`` turn by turn; ``many``: ``reconstruct_many`` over each block of turns.
+ENTRIES = ("one", "many")
 TARGET_THREADS_RAW = 1.6
 WORKERS = 2  # the goal is stated for 2 cores
 
@@ -60,12 +63,26 @@ def _raw_encodes(enc: Any, texts: Sequence[str]) -> Callable[[], object]:
     return lambda: [enc.encode(t, allowed_special="all") for t in texts]
 
 
-def _reconstructs(items: Sequence[Any], tok: KimiTokenizer, prof: Any) -> Callable[[], object]:
-    return lambda: [reconstruct_output_ids(item, tok, prof) for item in items]
+def _block_raw_encodes(enc: Any, texts: Sequence[str]) -> Callable[[int, int], object]:
+    return lambda lo, hi: [enc.encode(t, allowed_special="all") for t in texts[lo:hi]]
+
+
+def _block_reconstructs(items: Sequence[Any], tok: KimiTokenizer, prof: Any) -> Callable[[int, int], object]:
+    return lambda lo, hi: [reconstruct_output_ids(item, tok, prof) for item in items[lo:hi]]
+
+
+def _block_reconstruct_many(items: Sequence[Any], tok: KimiTokenizer, prof: Any) -> Callable[[int, int], object]:
+    return lambda lo, hi: reconstruct_many(items[lo:hi], tok, prof)
+
+
+#: Blocks a one-turn cell is cut into for :func:`~benchmarks.timing.paired_blocks` (100 ordinary or 10 long turns
+#: in the full run: a few milliseconds a side, short against the machine's drift, long against the clock's tick).
+BLOCKS_PER_CELL = 20
 
 
 def per_turn(sizes: Mapping[str, int], rounds: int, seed: int) -> list[dict[str, Any]]:
-    """One row per (profile, length class, shape): best CPU seconds of raw and of reconstruct, ratio, overhead."""
+    """One row per (profile, length class, shape): raw and reconstruct µs a turn, ratio (with its quartiles) and
+    overhead, as medians over paired blocks (:func:`~benchmarks.timing.paired_blocks`, process CPU time)."""
     rows = []
     for profile in PROFILES:
         tok, prof = load_tokenizer(profile=profile), get_profile(profile)
@@ -74,19 +91,23 @@ def per_turn(sizes: Mapping[str, int], rounds: int, seed: int) -> list[dict[str,
             msgs = [r["response"] for r in corpus.sized_corpus(n, length_class)]
             turns = [as_turn(m) for m in msgs]
             texts = [render_turn_with_flags(t, prof).text for t in turns]
-            funcs: dict[str, Callable[[], object]] = {
-                "raw": _raw_encodes(enc, texts),
-                "dict": _reconstructs(msgs, tok, prof),
-                "parsed": _reconstructs(turns, tok, prof),
-            }
-            best = {k: min(v) for k, v in best_of(funcs, rounds, seed, clock=time.process_time).items()}
-            chars = sum(corpus.message_chars(m) for m in msgs) / n
+            inputs = {"dict": msgs, "parsed": turns}
+            same = [r.to_dict() for r in reconstruct_many(msgs, tok, prof)] == [reconstruct_output_ids(m, tok, prof).to_dict() for m in msgs]
+            sides: dict[str, Callable[[int, int], object]] = {"raw": _block_raw_encodes(enc, texts)}
             for shape in SHAPES:
-                rows.append({
-                    "profile": profile, "length": length_class, "shape": shape, "turns": n, "chars_per_turn": chars,
-                    "raw_us": best["raw"] / n * 1e6, "reconstruct_us": best[shape] / n * 1e6,
-                    "ratio": best["raw"] / best[shape], "overhead_us": (best[shape] - best["raw"]) / n * 1e6,
-                })
+                sides[f"{shape} one"] = _block_reconstructs(inputs[shape], tok, prof)
+                sides[f"{shape} many"] = _block_reconstruct_many(inputs[shape], tok, prof)
+            figures = paired_blocks(sides, "raw", n, max(1, n // BLOCKS_PER_CELL), rounds, seed)
+            chars = sum(corpus.message_chars(m) for m in msgs) / n
+            for entry in ENTRIES:
+                for shape in SHAPES:
+                    f = figures[f"{shape} {entry}"]
+                    rows.append({
+                        "profile": profile, "length": length_class, "shape": shape, "entry": entry, "turns": n, "chars_per_turn": chars,
+                        "raw_us": figures["raw"].us_per_item, "reconstruct_us": f.us_per_item,
+                        "ratio": f.ratio, "ratio_quartiles": [f.ratio_q1, f.ratio_q3], "overhead_us": f.overhead_us, "pairs": f.pairs,
+                        "many_equal_one": same,
+                    })
     return rows
 
 
@@ -191,13 +212,20 @@ def many_turns(counts: Sequence[int], rounds: int, seed: int, workers: int = WOR
 
 
 def lines(result: Mapping[str, Any]) -> list[str]:
-    out = ["one turn (process CPU, best of rounds): reconstruct_output_ids against raw encode(text, allowed_special='all')"]
-    out.append(f"  {'profile':<10} {'length':<9} {'input':<7} {'chars':>6} {'raw µs':>8} {'recon µs':>9} {'ratio':>7} {'overhead µs':>12}")
+    out = [
+        "one turn (process CPU, medians over paired blocks): reconstruct_output_ids turn by turn (one) and reconstruct_many "
+        "over the block (many) against raw encode(text, allowed_special='all')"
+    ]
+    out.append(f"  {'profile':<10} {'length':<9} {'input':<7} {'entry':<5} {'chars':>6} {'raw µs':>8} {'recon µs':>9} {'ratio':>7} {'quartiles':>13} {'overhead µs':>12}")
     for r in result["per_turn"]:
+        q1, q3 = r["ratio_quartiles"]
         out.append(
-            f"  {r['profile']:<10} {r['length']:<9} {r['shape']:<7} {r['chars_per_turn']:>6.0f} {r['raw_us']:>8.1f} "
-            f"{r['reconstruct_us']:>9.1f} {r['ratio']:>6.3f}x {r['overhead_us']:>+12.1f}"
+            f"  {r['profile']:<10} {r['length']:<9} {r['shape']:<7} {r['entry']:<5} {r['chars_per_turn']:>6.0f} {r['raw_us']:>8.1f} "
+            f"{r['reconstruct_us']:>9.1f} {r['ratio']:>6.3f}x {q1:>6.3f}-{q3:<6.3f} {r['overhead_us']:>+12.1f}"
         )
+    if result["per_turn"]:
+        same = all(r["many_equal_one"] for r in result["per_turn"])
+        out.append(f"  reconstruct_many gives what reconstruct_output_ids gives, in every cell: {'yes' if same else 'NO'}")
     out.append("many turns (wall, best of rounds): reconstruct_records over ordinary records, ratio against raw encode on 1 thread")
     for r in result["many"]:
         ratios = ", ".join(f"{k} {v:.2f}x" for k, v in r["ratio_vs_raw"].items() if k != "raw encode, 1 thread")
@@ -221,7 +249,9 @@ def measure(quick: bool, rounds: int, seed: int) -> dict[str, Any]:
 
 
 def failures(result: Mapping[str, Any]) -> list[str]:
-    return [f"{r['profile']} {r['records']} records: threaded results differ from one at a time" for r in result["many"] if not r["threads_equal_one"]]
+    out = [f"{r['profile']} {r['records']} records: threaded results differ from one at a time" for r in result["many"] if not r["threads_equal_one"]]
+    out += sorted({f"{r['profile']} {r['length']} turns: reconstruct_many differs from reconstruct_output_ids" for r in result["per_turn"] if not r["many_equal_one"]})
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from .errors import KimiReconError
     from .models import AssistantTurn, Flag, ToolCall
     from .profiles import get_profile
-    from .reconstruct import Reconstruction, reconstruct_output_ids
+    from .reconstruct import Reconstruction, reconstruct_many, reconstruct_output_ids
     from .render import render_assistant_turn
     from .responses import turn_from_response
     from .special_tokens import SPECIAL_TOKENS
@@ -51,9 +51,10 @@ _EXPORTS: dict[str, str] = {
     "AssistantTurn": "models",
     "ToolCall": "models",
     "Flag": "models",
-    # the ids of one turn, and how two id lists differ
+    # the ids of one turn (or many), and how two id lists differ
     "render_assistant_turn": "render",
     "reconstruct_output_ids": "reconstruct",
+    "reconstruct_many": "reconstruct",
     "Reconstruction": "reconstruct",
     "compare_ids": "compare",
     "Comparison": "compare",
@@ -128,6 +129,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and IDEs (a test c
     "compare_ids",
     "get_profile",
     "load_tokenizer",
+    "reconstruct_many",
     "reconstruct_output_ids",
     "render_assistant_turn",
     "render_prompt",

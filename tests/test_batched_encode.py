@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from turn_strategies import turns
 
-from kimi_recon import AssistantTurn, ToolCall, load_tokenizer
+from kimi_recon import AssistantTurn, load_tokenizer
 from kimi_recon._batch.pool import _audit_chunk, _Job
 from kimi_recon._records.record import _options, audit_record, reconstruct_record
 from kimi_recon.dataset import audit_dataset, reconstruct_records
@@ -79,14 +80,7 @@ def test_a_tokenizer_with_no_reserved_slot_encodes_each_text_alone() -> None:
 
 
 def _turns() -> st.SearchStrategy[AssistantTurn]:
-    calls = st.lists(st.builds(ToolCall, st.none(), TEXT.filter(bool), TEXT | st.just('{"a": 1}')), max_size=2)
-    return st.builds(
-        AssistantTurn,
-        reasoning=st.none() | TEXT,
-        content=st.none() | TEXT,
-        tool_calls=calls.map(tuple),
-        finish_reason=st.sampled_from(["stop", "length", "tool_calls"]),
-    )
+    return turns(TEXT, arguments=TEXT | st.just('{"a": 1}'))
 
 
 @settings(max_examples=200, deadline=None)

@@ -15,8 +15,8 @@ PUBLIC = {
     "load_tokenizer", "KimiTokenizer",
     # reading a response
     "turn_from_response", "AssistantTurn", "ToolCall", "Flag",
-    # the ids of one turn, and how two id lists differ
-    "render_assistant_turn", "reconstruct_output_ids", "Reconstruction", "compare_ids", "Comparison",
+    # the ids of one turn (or many), and how two id lists differ
+    "render_assistant_turn", "reconstruct_output_ids", "reconstruct_many", "Reconstruction", "compare_ids", "Comparison",
     # special-token ids: the tokenizer's table and a user's constants
     "check_special_tokens", "check_token_ids", "SPECIAL_TOKENS", "get_profile",
     # round-trip audits of records

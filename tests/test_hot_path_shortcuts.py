@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from turn_strategies import turns
 
 import kimi_recon.tokenizer as tokenizer_module
 from kimi_recon import AssistantTurn, ToolCall, load_tokenizer, reconstruct_output_ids
@@ -67,14 +68,7 @@ def test_k3_field_scan_equals_the_one_regex_scan(text: str) -> None:
 
 
 def _turns(text: st.SearchStrategy[str]) -> st.SearchStrategy[AssistantTurn]:
-    calls = st.lists(st.builds(ToolCall, st.none() | text.filter(bool), text.filter(bool), text), max_size=3)
-    return st.builds(
-        AssistantTurn,
-        reasoning=st.none() | text,
-        content=st.none() | text,
-        tool_calls=calls.map(tuple),
-        finish_reason=st.sampled_from(["stop", "length", "tool_calls"]),
-    )
+    return turns(text, call_ids=st.none() | text.filter(bool), max_calls=3)
 
 
 @given(_turns(HOSTILE), st.booleans(), st.sampled_from(["kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct"]), st.sampled_from([None, "[EOS]"]))

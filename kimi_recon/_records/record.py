@@ -434,11 +434,7 @@ def checked_together(
         except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
             started.append((rid, err))
     pending = [entry[2] for _, entry in started if not isinstance(entry, Exception)]
-    encoded: Iterator[list[int] | None]
-    try:
-        encoded = iter(_encode_pending(pending))
-    except Exception:  # noqa: BLE001 - then each turn is encoded on its own, and an error is its record's alone
-        encoded = iter([None] * len(pending))
+    encoded = iter(_encode_pending(pending))  # (None for a turn that then is encoded alone: an error is its record's)
     out: list[tuple[str | None, _S | None, Checked | Exception]] = []
     for rid, entry in started:
         if isinstance(entry, Exception):
