@@ -199,7 +199,7 @@ def reconstruct_many(
                 pending.append(_rendered_for_ids(turn, tokenizer, profile, thinking, call_index_offset=0, stop=stop, server=server))
             except InvalidInputError as err:
                 raise err.with_sample(index) from None
-        for (index, _), p, ids in zip(chunk, pending, _encode_pending(pending, per_segment=False), strict=True):
+        for (index, _), p, ids in zip(chunk, pending, _encode_pending(pending, per_segment_together=False), strict=True):
             try:
                 out.append(_finished(p, ids, use_logprobs=use_logprobs))
             except InvalidInputError as err:
@@ -238,23 +238,23 @@ def _rendered_for_ids(
     return _PendingTurn(turn, rendered, tok, prof, thinking, srv)
 
 
-def _encode_pending(pending: Sequence[_PendingTurn], *, per_segment: bool = True) -> list[list[int] | None]:
+def _encode_pending(pending: Sequence[_PendingTurn], *, per_segment_together: bool = True) -> list[list[int] | None]:
     """The ids of each pending turn as :func:`reconstruct_output_ids` encodes them (``special_text="special"``),
     the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_rendered_together`);
     None for a turn to encode on its own (:func:`_finished` with no ids does), as every ``per_segment`` (K3) turn is
-    when ``per_segment`` is False: their one call scans the whole marked text for special tokens, which costs more
+    when ``per_segment_together`` is False: their one call scans the whole marked text for special tokens, which costs more
     CPU than the pieces one by one, and pays only where it saves hand-offs of the GIL between threads. None for
     every turn when encoding them together raises: each is then encoded on its own, so an error is that turn's."""
     try:
-        return _encoded_together(pending, per_segment)
+        return _encoded_together(pending, per_segment_together)
     except Exception:  # noqa: BLE001 - each turn, encoded on its own, raises its own error (if any)
         return [None] * len(pending)
 
 
-def _encoded_together(pending: Sequence[_PendingTurn], per_segment: bool) -> list[list[int] | None]:
+def _encoded_together(pending: Sequence[_PendingTurn], per_segment_together: bool) -> list[list[int] | None]:
     groups: dict[tuple[int, str], list[int]] = {}
     for i, p in enumerate(pending):
-        if per_segment or p.profile.encoding != "per_segment":
+        if per_segment_together or p.profile.encoding != "per_segment":
             groups.setdefault((id(p.tokenizer), p.profile.name), []).append(i)
     out: list[list[int] | None] = [None] * len(pending)
     for members in groups.values():
