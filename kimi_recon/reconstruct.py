@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from ._base.arguments import choice_argument, instance_argument
+from ._base.arguments import bool_argument, choice_argument, instance_argument
 from ._base.reprs import ids_repr, text_repr
 from ._compare.ids import check_ids
 from ._profile_check import model_mismatch
@@ -24,7 +24,7 @@ from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_rendered_together, encode_segments, marker_ids, surrogate_flags
 from .servers import ServerProfile, get_server, losses_of_shape, server_losses
-from .tokenizer import KimiTokenizer, tokenizer_for_profile
+from .tokenizer import KimiTokenizer, checked_tokenizer, tokenizer_for_profile
 from .usage_check import Convention, reported_counts
 
 SpecialTextMode = Literal["special", "ordinary"]
@@ -179,7 +179,8 @@ def reconstruct_many(
     turns in one call into tiktoken, :func:`~kimi_recon.segments.encode_rendered_together`; K3 turns one by one,
     which costs less CPU than their marked text in one call), then finished. A turn that cannot be read or rebuilt
     raises its error (an :class:`~kimi_recon.errors.InvalidInputError`) naming the turn by its index as ``sample``;
-    for one result or one recorded error per record, see :func:`kimi_recon.dataset.reconstruct_records`.
+    a wrong option (``tokenizer``, ``profile``, ``thinking``, ``server``) raises before any turn is read, naming none.
+    For one result or one recorded error per record, see :func:`kimi_recon.dataset.reconstruct_records`.
 
     >>> from kimi_recon import AssistantTurn
     >>> turns = [AssistantTurn(content="Hi."), {"reasoning_content": "Think.", "content": "Bye."}]
@@ -190,6 +191,13 @@ def reconstruct_many(
         raise InvalidInputTypeError(
             f"must be an iterable of turns (one turn: reconstruct_output_ids), got {type(turns).__name__}", field="turns"
         )
+    # The options every turn shares are the call's to get right: their errors name no turn (an empty list too).
+    checked_tokenizer(tokenizer)
+    if profile is not None:
+        get_profile(profile)
+    bool_argument(thinking, "thinking")
+    if server is not None:
+        get_server(server)
     out: list[Reconstruction] = []
     numbered = enumerate(turns)
     while chunk := list(itertools.islice(numbered, MANY_CHUNK)):
@@ -242,8 +250,9 @@ def _encode_pending(pending: Sequence[_PendingTurn], *, per_segment_together: bo
     """The ids of each pending turn as :func:`reconstruct_output_ids` encodes them (``special_text="special"``),
     the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_rendered_together`);
     None for a turn to encode on its own (:func:`_finished` with no ids does), as every ``per_segment`` (K3) turn is
-    when ``per_segment_together`` is False: their one call scans the whole marked text for special tokens, which costs more
-    CPU than the pieces one by one, and pays only where it saves hand-offs of the GIL between threads. None for
+    when ``per_segment_together`` is False: their one call scans the whole marked text for special tokens, which costs
+    about 10% more CPU than each turn's pieces one by one, and is kept for the records path, where on two threads it
+    ran ahead of every other road measured (docs/benchmarks.md, "One turn and many"). None for
     every turn when encoding them together raises: each is then encoded on its own, so an error is that turn's."""
     try:
         return _encoded_together(pending, per_segment_together)

@@ -73,10 +73,25 @@ def test_a_turn_that_cannot_be_read_raises_its_own_error_naming_its_index() -> N
     assert caught.value.message == alone.value.message and type(caught.value) is type(alone.value)
 
 
-def test_a_profile_or_option_error_names_the_first_turn() -> None:
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [({"profile": "kimi-k9"}, "profile"), ({"tokenizer": "kimi-k3"}, "tokenizer"), ({"thinking": "yes"}, "thinking"), ({"server": "vllm-x"}, "server")],
+)
+def test_a_wrong_option_is_the_calls_error_naming_no_turn_even_with_no_turns(option: dict[str, Any], field: str) -> None:
+    for batch in ([{"content": "a"}], []):
+        with pytest.raises(InvalidInputError) as caught:
+            reconstruct_many(batch, **option)
+        assert caught.value.sample is None and caught.value.field == field
+    with pytest.raises(InvalidInputError) as alone:
+        reconstruct_output_ids({"content": "a"}, **option)
+    assert alone.value.field == field  # the one-turn function names the same option
+
+
+def test_a_stop_the_turns_profile_does_not_know_names_the_turn() -> None:
+    turns: list[Any] = [{"content": "a"}, {"content": "b", "model": "moonshotai/kimi-k3"}]
     with pytest.raises(InvalidInputError) as caught:
-        reconstruct_many([{"content": "a"}], profile="kimi-k9")
-    assert caught.value.sample == 0 and caught.value.field == "profile"
+        reconstruct_many(turns, stop="<|im_end|>")  # K2.5's stop: the K3 turn's profile has no such stop
+    assert caught.value.sample == 1
 
 
 @pytest.mark.parametrize("one", [{"content": "hi"}, AssistantTurn(content="hi"), "hi", b"hi", 7])
