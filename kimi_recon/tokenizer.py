@@ -388,7 +388,8 @@ class KimiTokenizer:
         for text in texts:
             _check_text(text)
         separator = self._separator
-        whole = [i for i, t in enumerate(texts) if not may_be_cut(t)]
+        cut = [may_be_cut(t) for t in texts]
+        whole = [i for i, c in enumerate(cut) if not c]
         if separator is None or len(whole) < 2:
             return [self.encode(t, allowed_special=allowed_special) for t in texts]
         sep_text, sep_id = separator
@@ -404,7 +405,7 @@ class KimiTokenizer:
             return [self.encode(t, allowed_special=allowed_special) for t in texts]
         if len(whole) == len(texts):
             return parts
-        out = [[] if not may_be_cut(t) else self.encode(t, allowed_special=allowed_special) for t in texts]
+        out = [self.encode(t, allowed_special=allowed_special) if c else [] for t, c in zip(texts, cut, strict=True)]
         for i, ids in zip(whole, parts, strict=True):
             out[i] = ids
         return out
