@@ -10,12 +10,13 @@
    timed by all three back to back; the ratio is the median over the blocks (with its quartiles), the per-turn
    overhead in µs over the encode likewise.
 2. **Many turns** (wall time: the point is the second core): ``reconstruct_records`` over N ordinary records
-   one at a time, on 2 threads and on 2 worker processes, each against the same single-thread raw encode
-   (goal: threads >= 1.6x raw on 2 cores for 10k ordinary turns), beside the control: the same raw encodes split
-   over 2 threads (what the machine's second core gives tiktoken alone; a shared VM may give far less than 2x);
-   and, measured on one thread, how much of a
-   record's time holds the GIL (everything but tiktoken's Rust encode, replayed alone on the same arguments),
-   which bounds what threads can reach: ``all / max(GIL-held, all / 2)``.
+   one at a time and on 2 threads against the same single-thread raw encode, as medians over paired blocks of
+   records (goal: threads >= 1.6x raw on 2 cores for 10k ordinary turns), beside two controls: the same raw
+   encodes split over 2 threads, and ``encode_ordinary`` of the texts in two shares of one call each, on 2 threads
+   against 1 (what the machine's second core gives tiktoken alone; a shared VM may give far less than 2x); 2 worker processes, whose pool starts once a
+   run, as the best of whole runs; and, measured on one thread, how much of a record's time holds the GIL
+   (everything but tiktoken's Rust encode, replayed alone on the same arguments), which bounds what threads can
+   reach: ``all / max(GIL-held, all / 2)``.
 
 Also wired into ``benchmarks/run_all.py`` as the ``matrix`` section. Records come from
 :func:`benchmarks.corpus.sized_corpus`.
@@ -24,6 +25,7 @@ Also wired into ``benchmarks/run_all.py`` as the ``matrix`` section. Records com
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -157,15 +159,48 @@ def gil_share(records: Sequence[Mapping[str, Any]], tok: KimiTokenizer, profile:
     }
 
 
-def _raw_encodes_on_threads(enc: Any, texts: Sequence[str], threads: int) -> Callable[[], object]:
-    """The raw encodes split over ``threads`` threads: what this machine's cores give tiktoken alone (the control)."""
+def _block_encodes(encode: Callable[[str], object], texts: Sequence[str], threads: int) -> Callable[[int, int], None]:
+    """``encode`` of each text of a block, split over ``threads`` threads."""
 
-    def go() -> None:
-        workers = [threading.Thread(target=lambda part: [enc.encode(t, allowed_special="all") for t in part], args=(texts[i::threads],)) for i in range(threads)]
+    def go(lo: int, hi: int) -> None:
+        part = texts[lo:hi]
+        workers = [threading.Thread(target=lambda p: [encode(t) for t in p], args=(part[i::threads],)) for i in range(threads)]
         for w in workers:
             w.start()
         for w in workers:
             w.join()
+
+    return go
+
+
+def _block_in_one_call(enc: Any, texts: Sequence[str], shares: int, threaded: bool) -> Callable[[int, int], None]:
+    """``encode_ordinary`` of a block's texts in ``shares`` shares, each joined into one text and encoded in one
+    call, one after another or each on its own thread: tiktoken's Rust with the GIL released for all of it and no
+    hand-off between calls, which is what the machine's second core gives tiktoken."""
+
+    def share(part: Sequence[str]) -> None:
+        enc.encode_ordinary("\n".join(part))
+
+    def go(lo: int, hi: int) -> None:
+        part = texts[lo:hi]
+        parts = [part[i::shares] for i in range(shares)]
+        if not threaded:
+            for one in parts:
+                share(one)
+            return
+        workers = [threading.Thread(target=share, args=(one,)) for one in parts]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    return go
+
+
+def _block_records(records: Sequence[Mapping[str, Any]], **kw: Any) -> Callable[[int, int], None]:
+    def go(lo: int, hi: int) -> None:
+        for _ in reconstruct_records(records[lo:hi], **kw):
+            pass
 
     return go
 
@@ -178,9 +213,19 @@ def _records_run(records: Sequence[Mapping[str, Any]], **kw: Any) -> Callable[[]
     return go
 
 
+#: Records in a block of the many-turn pairs (at least; a tenth of the run when that is more): long enough that a
+#: thread pool's start and the last chunk's tail, paid in every pair, stay a few percent of it.
+MANY_BLOCK = 1000
+
+
 def many_turns(counts: Sequence[int], rounds: int, seed: int, workers: int = WORKERS) -> list[dict[str, Any]]:
-    """One row per (profile, record count): wall seconds of raw encode, and of reconstruct_records one at a time,
-    on ``workers`` threads and on ``workers`` processes, each as a ratio against the raw encode."""
+    """One row per (profile, record count): ``reconstruct_records`` one at a time and on ``workers`` threads
+    against raw encode on one thread, as medians over paired blocks of wall time (so the VM's drift cancels, as
+    for one turn), beside two controls: the raw encodes split over ``workers`` threads (each call converts the
+    allowed set and builds its list under the GIL, and hands the GIL over), and ``encode_ordinary`` of the texts in
+    ``workers`` shares of one call each, on ``workers`` threads against one after another (:func:`_block_in_one_call`):
+    what this machine's second core gives tiktoken; and ``workers`` processes, whose pool starts once a run, as
+    the best of whole runs against raw encode timed the same way."""
     rows = []
     for profile in PROFILES:
         tok, prof = load_tokenizer(profile=profile), get_profile(profile)
@@ -192,20 +237,31 @@ def many_turns(counts: Sequence[int], rounds: int, seed: int, workers: int = WOR
             expected = [r.to_dict() for r in reconstruct_records(records)]
             threaded = [r.to_dict() for r in reconstruct_records(records, workers=workers)]
 
-            funcs: dict[str, Callable[[], object]] = {
-                "raw encode, 1 thread": _raw_encodes(enc, texts),
-                f"raw encode, {workers} threads": _raw_encodes_on_threads(enc, texts, workers),
-                "one at a time": _records_run(records),
-                f"{workers} threads": _records_run(records, workers=workers),
-                f"{workers} processes": _records_run(records, workers=workers, executor="processes"),
+            sides: dict[str, Callable[[int, int], object]] = {
+                "raw encode, 1 thread": _block_raw_encodes(enc, texts),
+                f"raw encode, {workers} threads": _block_encodes(functools.partial(enc.encode, allowed_special="all"), texts, workers),
+                "encode_ordinary in one call, 1 thread": _block_in_one_call(enc, texts, workers, threaded=False),
+                f"encode_ordinary in one call, {workers} threads": _block_in_one_call(enc, texts, workers, threaded=True),
+                "one at a time": _block_records(records),
+                f"{workers} threads": _block_records(records, workers=workers),
             }
-            best = {k: min(v) for k, v in best_of(funcs, rounds, seed).items()}
-            raw = best["raw encode, 1 thread"]
+            paired = paired_blocks(sides, "raw encode, 1 thread", n, max(MANY_BLOCK, n // 10), rounds, seed, clock=time.perf_counter)
+            whole = {k: min(v) for k, v in best_of({
+                "raw encode, 1 thread": _raw_encodes(enc, texts),
+                f"{workers} processes": _records_run(records, workers=workers, executor="processes"),
+            }, rounds, seed).items()}
+            us = {k: v.us_per_item for k, v in paired.items()}
             split = gil_share(records[: min(n, 2000)], tok, profile, rounds, seed)
             rows.append({
-                "profile": profile, "records": n, "best_s": best, "ratio_vs_raw": {k: raw / v for k, v in best.items()},
-                "threads_vs_one": best["one at a time"] / best[f"{workers} threads"],
-                "processes_vs_one": best["one at a time"] / best[f"{workers} processes"],
+                "profile": profile, "records": n, "pairs": paired["one at a time"].pairs, "us_per_record": us,
+                "ratio_vs_raw": {
+                    **{k: v.ratio for k, v in paired.items() if not k.startswith("encode_ordinary")},
+                    f"{workers} processes": whole["raw encode, 1 thread"] / whole[f"{workers} processes"],
+                },
+                "ratio_quartiles": {k: [v.ratio_q1, v.ratio_q3] for k, v in paired.items()},
+                "threads_vs_one": us["one at a time"] / us[f"{workers} threads"],
+                "second_core": us["encode_ordinary in one call, 1 thread"] / us[f"encode_ordinary in one call, {workers} threads"],
+                "whole_runs_s": whole,
                 "gil": split, "threads_equal_one": threaded == expected,
             })
     return rows
@@ -226,12 +282,17 @@ def lines(result: Mapping[str, Any]) -> list[str]:
     if result["per_turn"]:
         same = all(r["many_equal_one"] for r in result["per_turn"])
         out.append(f"  reconstruct_many gives what reconstruct_output_ids gives, in every cell: {'yes' if same else 'NO'}")
-    out.append("many turns (wall, best of rounds): reconstruct_records over ordinary records, ratio against raw encode on 1 thread")
+    out.append(f"many turns (wall; threads: medians over paired blocks of {MANY_BLOCK:,}+ records; processes: best of whole runs): "
+               "reconstruct_records over ordinary records, ratio against raw encode on 1 thread")
     for r in result["many"]:
-        ratios = ", ".join(f"{k} {v:.2f}x" for k, v in r["ratio_vs_raw"].items() if k != "raw encode, 1 thread")
+        q = r["ratio_quartiles"]
+        ratios = ", ".join(
+            f"{k} {v:.2f}x" + (f" ({q[k][0]:.2f}-{q[k][1]:.2f})" if k in q else "") for k, v in r["ratio_vs_raw"].items() if k != "raw encode, 1 thread"
+        )
         g = r["gil"]
-        out.append(f"  {r['profile']:<10} {r['records']:>6} records: {ratios}; against one at a time: threads "
-                   f"{r['threads_vs_one']:.2f}x, processes {r['processes_vs_one']:.2f}x")
+        out.append(f"  {r['profile']:<10} {r['records']:>6} records: {ratios}")
+        out.append(f"  {'':<10} against one at a time: threads {r['threads_vs_one']:.2f}x; what the second core gives tiktoken "
+                   f"(encode_ordinary, a call a share, on {WORKERS} threads against 1): {r['second_core']:.2f}x")
         out.append(f"  {'':<10} GIL held {g['held_us']:.1f} of {g['all_us']:.1f} µs a record ({g['held_share']:.0%}; "
                    f"{g['rust_calls_per_record']:.2f} Rust calls = {g['rust_us']:.1f} µs): 2 threads can reach at most "
                    f"{g['thread_bound']:.2f}x one at a time; threaded results equal one at a time: {'yes' if r['threads_equal_one'] else 'NO'}")

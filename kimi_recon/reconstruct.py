@@ -6,6 +6,7 @@ encoded on its own (see :mod:`kimi_recon.segments`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -248,16 +249,23 @@ def _rendered_for_ids(
 
 def _encode_pending(pending: Sequence[_PendingTurn], *, per_segment_together: bool = True) -> list[list[int] | None]:
     """The ids of each pending turn as :func:`reconstruct_output_ids` encodes them (``special_text="special"``),
-    the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_rendered_together`);
-    None for a turn to encode on its own (:func:`_finished` with no ids does), as every ``per_segment`` (K3) turn is
-    when ``per_segment_together`` is False: their one call scans the whole marked text for special tokens, which costs
-    about 10% more CPU than each turn's pieces one by one, and is kept for the records path, where on two threads it
-    ran ahead of every other road measured (docs/benchmarks.md, "One turn and many"). None for
-    every turn when encoding them together raises: each is then encoded on its own, so an error is that turn's."""
+    the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_rendered_together`)
+    and the others one by one, here: the finishing that follows then runs with no encode between two turns, whose
+    tables would evict its code and data from the caches (docs/benchmarks.md, "One turn and many"). Every
+    ``per_segment`` (K3) turn is encoded on its own when ``per_segment_together`` is False: their one call scans
+    the whole marked text for special tokens, which costs about 10% more CPU than each turn's pieces one by one,
+    and is kept for the records path, where on two threads it ran ahead of every other road measured. When
+    encoding them together raises, each is encoded on its own; None for a turn whose own encode raises:
+    :func:`_finished` encodes it again and raises its error, in its turn."""
     try:
-        return _encoded_together(pending, per_segment_together)
+        encoded = _encoded_together(pending, per_segment_together)
     except Exception:  # noqa: BLE001 - each turn, encoded on its own, raises its own error (if any)
-        return [None] * len(pending)
+        encoded = [None] * len(pending)
+    for k, p in enumerate(pending):
+        if encoded[k] is None:
+            with contextlib.suppress(Exception):
+                encoded[k] = _encode_checked(p.rendered, p.tokenizer, "special", p.profile)
+    return encoded
 
 
 def _encoded_together(pending: Sequence[_PendingTurn], per_segment_together: bool) -> list[list[int] | None]:

@@ -182,17 +182,37 @@ def _assembled(plan: _Plan, encoded: list[list[int]]) -> list[int]:
     return ids
 
 
+#: The longest rendered turn :func:`encode_rendered_together` encodes beside others. Past it, what sharing a call
+#: costs grows with the text (the joined text's scan for special tokens, the search of the ids for separators, the
+#: pieces' UTF-8 left unconverted for the surrogate check) and what it saves does not (a call into tiktoken): on
+#: 10k-character turns their own encode made ``reconstruct_many`` 5-6% faster, with any limit from 500 to 4,000
+#: the same within the noise on ordinary turns (docs/benchmarks.md, "One turn and many").
+TOGETHER_MAX_CHARS = 2_000
+
+
 def encode_rendered_together(rendered: Sequence[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
     """``encode_segments`` of each rendered turn (special-token text in fields read as the profile's official
     tokenizer reads it), in one call into tiktoken for them all (:meth:`~kimi_recon.tokenizer.KimiTokenizer.encode_many`);
-    None for a turn the caller must encode on its own. A one-encode is ``tokenizer.encode(text)`` of each turn's
-    text (which the piece-wise encode equals); a ``per_segment`` turn is its marked text (:func:`_marked_text`)
-    encoded with the markers allowed, else its field texts encoded as ordinary text beside every other turn's.
-    The arguments are the caller's to have checked."""
-    if len(rendered) < 2:
-        return [None] * len(rendered)  # nothing to share a call with: the one-turn encode is the faster road
-    if profile.encoding != "per_segment":
-        return list(tokenizer.encode_many([turn.text for turn in rendered]))
+    None for a turn the caller must encode on its own: one longer than :data:`TOGETHER_MAX_CHARS`, every one when
+    fewer than two are left. A one-encode is ``tokenizer.encode(text)`` of each turn's text (which the piece-wise
+    encode equals); a ``per_segment`` turn is its marked text (:func:`_marked_text`) encoded with the markers
+    allowed, else its field texts encoded as ordinary text beside every other turn's. The arguments are the
+    caller's to have checked."""
+    out: list[list[int] | None] = [None] * len(rendered)
+    short = [i for i, turn in enumerate(rendered) if len(turn.text) <= TOGETHER_MAX_CHARS]
+    if len(short) < 2:
+        return out  # nothing to share a call with: the one-turn encode is the faster road
+    together = _one_encodes_together if profile.encoding != "per_segment" else _per_segment_together
+    for i, ids in zip(short, together([rendered[i] for i in short], tokenizer, profile), strict=True):
+        out[i] = ids
+    return out
+
+
+def _one_encodes_together(rendered: list[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
+    return list(tokenizer.encode_many([turn.text for turn in rendered]))
+
+
+def _per_segment_together(rendered: list[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
     kit = _marker_kit(tokenizer, profile.special_tokens)
     marked = [None if kit is None else _marked_text(turn, kit.allowed, kit.piece_text) for turn in rendered]
     pieces: list[str] = []

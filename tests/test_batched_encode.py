@@ -9,6 +9,7 @@ tests check against the official ids: the texts alone, whole rendered turns of b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -28,7 +29,7 @@ from kimi_recon.profiles import get_profile
 from kimi_recon.record_options import parse_options
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.responses import as_turn
-from kimi_recon.segments import _marked_text, _marker_kit, encode_rendered_together, encode_segments
+from kimi_recon.segments import TOGETHER_MAX_CHARS, _marked_text, _marker_kit, encode_rendered_together, encode_segments
 from kimi_recon.tokenizer import MAX_RUN_CHARS, KimiTokenizer, may_be_cut
 
 K25 = load_tokenizer()
@@ -92,6 +93,26 @@ def test_rendered_turns_encoded_together_equal_each_encoded_alone(turns: list[As
     together = encode_rendered_together(rendered, tok, prof)
     alone = [encode_segments(r.segments, tok, prof, fields_plain=r.fields_plain, text=r.text) for r in rendered]
     assert together == (alone if len(rendered) > 1 else [None])  # (one turn alone takes the one-turn encode)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_turns(), st.booleans()), min_size=1, max_size=6), st.sampled_from(["kimi-k2.5", "kimi-k3"]))
+def test_turns_longer_than_the_limit_are_left_to_their_own_encode_and_the_others_still_equal_each_alone(
+    drafts: list[tuple[AssistantTurn, bool]], profile: str
+) -> None:
+    prof = get_profile(profile)
+    tok = K3 if profile == "kimi-k3" else K25
+    padding = "word " * (TOGETHER_MAX_CHARS // 5 + 1)
+    turns = [dataclasses.replace(t, content=padding + (t.content or "")) if long else t for t, long in drafts]
+    rendered = [render_turn_with_flags(t, prof) for t in turns]
+    together = encode_rendered_together(rendered, tok, prof)
+    short = [len(r.text) <= TOGETHER_MAX_CHARS for r in rendered]
+    assert not any(s and long for s, (_, long) in zip(short, drafts, strict=True))
+    for r, ids, is_short in zip(rendered, together, short, strict=True):
+        if is_short and sum(short) > 1:
+            assert ids == encode_segments(r.segments, tok, prof, fields_plain=r.fields_plain, text=r.text)
+        else:
+            assert ids is None  # the caller encodes it on its own
 
 
 def _rows(folder: str) -> list[dict[str, Any]]:

@@ -142,3 +142,39 @@ def test_when_the_turns_cannot_be_encoded_together_each_is_encoded_alone_with_th
     assert _as_dicts(reconstruct_many(turns)) == many
     assert [r.to_dict() for r in reconstruct_records(turns)] == records
     assert all(r["error"] is None for r in records)
+
+
+@pytest.mark.parametrize("profile", ["kimi-k2.5", "kimi-k3"])
+def test_turns_too_long_to_share_a_call_sit_among_short_ones_with_the_same_results(profile: str) -> None:
+    from kimi_recon.segments import TOGETHER_MAX_CHARS
+
+    padding = "a line of text, " * (TOGETHER_MAX_CHARS // 16 + 1)
+    turns: list[Any] = [
+        {"reasoning_content": f"r{i}", "content": (padding if i % 3 == 1 else "") + f"answer {i} 名前"} for i in range(8)
+    ]
+    assert sum(len(t["content"]) > TOGETHER_MAX_CHARS for t in turns) == 3
+    alone = [reconstruct_output_ids(t, profile=profile) for t in turns]
+    assert _as_dicts(reconstruct_many(turns, profile=profile)) == _as_dicts(alone)
+
+
+def test_a_turn_whose_own_encode_fails_raises_in_its_turn_and_is_its_records_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kimi_recon.dataset import reconstruct_records
+    from kimi_recon.errors import InvalidTurnError
+    from kimi_recon.segments import TOGETHER_MAX_CHARS
+
+    turns: list[Any] = [{"content": "fine"}, {"content": "boom " * (TOGETHER_MAX_CHARS // 5 + 1)}, {"content": "fine too"}]
+    before = [r.to_dict() for r in reconstruct_records(turns)]
+    real = reconstruct_module._encode_checked
+
+    def failing(rendered: Any, *args: Any) -> Any:
+        if "boom" in rendered.text:
+            raise InvalidTurnError("cannot encode this one", field="content")
+        return real(rendered, *args)
+
+    monkeypatch.setattr(reconstruct_module, "_encode_checked", failing)
+    with pytest.raises(InvalidTurnError) as caught:
+        reconstruct_many(turns)
+    assert caught.value.sample == 1 and caught.value.field == "content"
+    after = [r.to_dict() for r in reconstruct_records(turns)]
+    assert after[1]["error"] is not None and "cannot encode this one" in after[1]["error"]["message"]
+    assert [after[0], after[2]] == [before[0], before[2]]
