@@ -178,7 +178,8 @@ def reconstruct_many(
 
     The turns go :data:`MANY_CHUNK` at a time: every turn of a chunk is read and rendered, then encoded (the K2.x
     turns in one call into tiktoken, :func:`~kimi_recon.segments.encode_rendered_together`; K3 turns one by one,
-    which costs less CPU than their marked text in one call), then finished. A turn that cannot be read or rebuilt
+    which on one thread costs less CPU than their pieces in one call; a turn longer than
+    :data:`~kimi_recon.segments.TOGETHER_MAX_CHARS` on its own), then finished. A turn that cannot be read or rebuilt
     raises its error (an :class:`~kimi_recon.errors.InvalidInputError`) naming the turn by its index as ``sample``;
     a wrong option (``tokenizer``, ``profile``, ``thinking``, ``server``) raises before any turn is read, naming none.
     For one result or one recorded error per record, see :func:`kimi_recon.dataset.reconstruct_records`.
@@ -252,11 +253,11 @@ def _encode_pending(pending: Sequence[_PendingTurn], *, per_segment_together: bo
     the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_rendered_together`)
     and the others one by one, here: the finishing that follows then runs with no encode between two turns, whose
     tables would evict its code and data from the caches (docs/benchmarks.md, "One turn and many"). Every
-    ``per_segment`` (K3) turn is encoded on its own when ``per_segment_together`` is False: their one call scans
-    the whole marked text for special tokens, which costs about 10% more CPU than each turn's pieces one by one,
-    and is kept for the records path, where on two threads it ran ahead of every other road measured. When
-    encoding them together raises, each is encoded on its own; None for a turn whose own encode raises:
-    :func:`_finished` encodes it again and raises its error, in its turn."""
+    ``per_segment`` (K3) turn is encoded on its own when ``per_segment_together`` is False: on one thread its pieces
+    call by call cost about 5% less CPU than every turn's pieces in one call, which the records path keeps (on two
+    threads, one call a turn hands the GIL over at every call). When encoding them together raises, each is
+    encoded on its own; None for a turn whose own encode raises: :func:`_finished` encodes it again and raises
+    its error, in its turn."""
     try:
         encoded = _encoded_together(pending, per_segment_together)
     except Exception:  # noqa: BLE001 - each turn, encoded on its own, raises its own error (if any)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import re
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -195,8 +193,8 @@ def encode_rendered_together(rendered: Sequence[RenderedTurn], tokenizer: KimiTo
     tokenizer reads it), in one call into tiktoken for them all (:meth:`~kimi_recon.tokenizer.KimiTokenizer.encode_many`);
     None for a turn the caller must encode on its own: one longer than :data:`TOGETHER_MAX_CHARS`, every one when
     fewer than two are left. A one-encode is ``tokenizer.encode(text)`` of each turn's text (which the piece-wise
-    encode equals); a ``per_segment`` turn is its marked text (:func:`_marked_text`) encoded with the markers
-    allowed, else its field texts encoded as ordinary text beside every other turn's. The arguments are the
+    encode equals); a ``per_segment`` turn is its field texts encoded as ordinary text beside every other turn's,
+    with its markers' and template texts' ids as :func:`encode_segments` writes them. The arguments are the
     caller's to have checked."""
     out: list[list[int] | None] = [None] * len(rendered)
     short = [i for i, turn in enumerate(rendered) if len(turn.text) <= TOGETHER_MAX_CHARS]
@@ -213,122 +211,11 @@ def _one_encodes_together(rendered: list[RenderedTurn], tokenizer: KimiTokenizer
 
 
 def _per_segment_together(rendered: list[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
-    kit = _marker_kit(tokenizer, profile.special_tokens)
-    marked = [None if kit is None else _marked_text(turn, kit.allowed, kit.piece_text) for turn in rendered]
     pieces: list[str] = []
     ids_of_markers = marker_ids(profile)
-    plans = [None if m is not None else _plan_per_segment(turn.segments, tokenizer, ids_of_markers, pieces) for turn, m in zip(rendered, marked, strict=True)]
-    whole = tokenizer.encode_many([m[0] for m in marked if m is not None], allowed_special=kit.allowed) if kit is not None else []
+    plans = [_plan_per_segment(turn.segments, tokenizer, ids_of_markers, pieces) for turn in rendered]
     encoded = tokenizer.encode_many(pieces, allowed_special=frozenset()) if pieces else []
-    out: list[list[int] | None] = []
-    next_whole = iter(whole)
-    for m, plan in zip(marked, plans, strict=True):
-        if plan is not None:
-            out.append(_assembled(plan, encoded))
-            continue
-        ids = next(next_whole)
-        out.append(_without(ids, kit.piece_id, m[1]) if m is not None and m[1] and kit is not None else ids)
-    return out
-
-
-def _without(ids: list[int], sep_id: int, n: int) -> list[int] | None:
-    """``ids`` (the caller's) with its ``n`` ``sep_id`` taken out, in place; None when it holds another number of them."""
-    at = 0
-    try:
-        for _ in range(n):
-            at = ids.index(sep_id, at)
-            del ids[at]
-    except ValueError:
-        return None
-    return None if sep_id in ids[at:] else ids
-
-
-class _MarkerKit(NamedTuple):
-    """What encoding ``per_segment`` turns whole needs (:func:`_marker_kit`)."""
-
-    allowed: frozenset[str]
-    piece_text: str
-    piece_id: int
-
-
-#: Each tokenizer's kits, by table: held weakly, so a cached kit keeps no tokenizer (and its vocab) alive.
-_KITS: weakref.WeakKeyDictionary[KimiTokenizer, dict[str, _MarkerKit | None]] = weakref.WeakKeyDictionary()
-
-
-def _marker_kit(tokenizer: KimiTokenizer, table: str) -> _MarkerKit | None:
-    """:func:`_kit_of` of the tokenizer and table, computed once for each."""
-    kits = _KITS.setdefault(tokenizer, {})
-    if table not in kits:
-        kits[table] = _kit_of(tokenizer, table)
-    return kits[table]
-
-
-def _kit_of(tokenizer: KimiTokenizer, table: str) -> _MarkerKit | None:
-    """The special texts a ``per_segment`` turn may be encoded whole with, and the one written between two texts
-    next to each other: every ``<|name|>`` text with the same id in the tokenizer and in the profile's ``table``
-    of which no other special text of the tokenizer is a prefix or a prefix extension (tiktoken could read that one
-    in its place), and the reserved slot below :meth:`~kimi_recon.tokenizer.KimiTokenizer.encode_many`'s
-    separator. None when there is no such slot (each text is then encoded on its own)."""
-    own = tokenizer.special_tokens
-    profile_ids = _marker_ids(table)
-    shaped = [t for t, tid in own.items() if _MARKER_SHAPE.fullmatch(t) and profile_ids.get(t) == tid]
-    allowed = [t for t in shaped if not any(o != t and (o.startswith(t) or t.startswith(o)) for o in own)]
-    turn_separator = tokenizer._separator
-    below = [(tid, t) for t in allowed if t.startswith("<|reserved_token_") and turn_separator is not None and (tid := own[t]) < turn_separator[1]]
-    if not below:
-        return None
-    piece_id, piece_text = max(below)
-    return _MarkerKit(frozenset(allowed), piece_text, piece_id)
-
-
-_MARKER_SHAPE = re.compile(r"<\|[A-Za-z0-9_]+\|>")
-
-
-def _marked_text(turn: RenderedTurn, allowed: frozenset[str], piece_text: str) -> tuple[str, int] | None:
-    """The text whose encode with ``allowed`` special texts (and the turn separator) is the ``per_segment`` ids of
-    ``turn`` once the ``piece_text`` ids are dropped, and how many of those it holds; None when there is none.
-
-    Every marker must be allowed; every other text is written as it is, ``piece_text`` between two of them next to
-    each other (so each is a slice of its own, as it is encoded alone). No text may hold ``<|``: every allowed text
-    starts so and holds no other ``<``, so then the allowed specials tiktoken finds are the markers and separators
-    themselves, and the text between two of them is one segment's, encoded as ordinary text (a text longer than
-    ``MAX_RUN_CHARS``, which the official chunking may cut, is left out)."""
-    gaps = markers = 0
-    after_text = False
-    for text, _field, special in turn.segments:
-        if special:
-            if text not in allowed:
-                return None
-            markers += 1
-            after_text = False
-        elif text:
-            gaps += after_text
-            after_text = True
-    marked = turn.text if not gaps else _separated(turn.segments, piece_text)  # (the text is cached: the flags read it too)
-    # Every marker and separator holds one "<|" (their shape), and no boundary makes one (the text after a text
-    # starts after a separator): any more are in a text.
-    if marked.count("<|") != markers + gaps:
-        return None
-    if len(marked) > MAX_RUN_CHARS and any(len(text) > MAX_RUN_CHARS for text, _field, special in turn.segments if not special):
-        return None
-    return marked, gaps
-
-
-def _separated(segments: tuple[Segment, ...], piece_text: str) -> str:
-    """The segments' texts joined, ``piece_text`` between two non-empty texts with no marker between them."""
-    parts: list[str] = []
-    after_text = False
-    for text, _field, special in segments:
-        if special:
-            after_text = False
-        elif not text:
-            continue
-        elif after_text:
-            parts.append(piece_text)
-        else:
-            after_text = True
-        parts.append(text)
-    return "".join(parts)
+    return [_assembled(plan, encoded) for plan in plans]
 
 
 def _followed_by(ids: list[int], more: list[int]) -> list[int]:

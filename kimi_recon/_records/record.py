@@ -398,12 +398,14 @@ Checked = tuple[Reconstruction, TokenCounts | None, tuple[Flag, ...], str | None
 
 def _with_usage_check(rec: Mapping[str, Any], turn: AssistantTurn, recon: Reconstruction, tok: KimiTokenizer) -> Checked:
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
+    provider = rec.get("provider", turn.metadata.get("provider"))
+    provider = provider if isinstance(provider, str) else None
+    if rec.get("usage") is None and turn.metadata.get("usage") is None:  # most records: no figures to check
+        return recon, None, recon.flags, provider
     counts, unchecked = record_token_counts(
         rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server, reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED)
     )
-    flags = recon.flags + unchecked + (counts.flags() if counts is not None else ())
-    provider = rec.get("provider", turn.metadata.get("provider"))
-    return recon, counts, flags, provider if isinstance(provider, str) else None
+    return recon, counts, recon.flags + unchecked + (counts.flags() if counts is not None else ()), provider
 
 
 _S = TypeVar("_S")
