@@ -12,11 +12,11 @@
 2. **Many turns** (wall time: the point is the second core): ``reconstruct_records`` over N ordinary records
    one at a time and on 2 threads against the same single-thread raw encode, as medians over paired blocks of
    records (goal: threads >= 1.6x raw on 2 cores for 10k ordinary turns), beside two controls: the same raw
-   encodes split over 2 threads, and ``encode_ordinary`` of the texts in two shares of one call each, on 2 threads
-   against 1 (what the machine's second core gives tiktoken alone; a shared VM may give far less than 2x); 2 worker processes, whose pool starts once a
-   run, as the best of whole runs; and, measured on one thread, how much of a record's time holds the GIL
-   (everything but tiktoken's Rust encode, replayed alone on the same arguments), which bounds what threads can
-   reach: ``all / max(GIL-held, all / 2)``.
+   encodes split over 2 threads, and ``encode_ordinary`` of the texts in two shares of one call each, on 2
+   threads against 1 (what the machine's second core gives tiktoken alone; a shared VM may give far less than
+   2x); 2 worker processes, whose pool starts once a run, as the best of whole runs; and, measured on one
+   thread, how much of a record's time holds the GIL (everything but tiktoken's Rust encode, replayed alone on
+   the same arguments), which bounds what threads can reach: ``all / max(GIL-held, all / 2)``.
 
 Also wired into ``benchmarks/run_all.py`` as the ``matrix`` section. Records come from
 :func:`benchmarks.corpus.sized_corpus`.
@@ -159,16 +159,21 @@ def gil_share(records: Sequence[Mapping[str, Any]], tok: KimiTokenizer, profile:
     }
 
 
+def _on_threads(work: Callable[[Sequence[str]], object], parts: Sequence[Sequence[str]]) -> None:
+    """``work`` of each part, each on its own thread, until all are done."""
+    workers = [threading.Thread(target=work, args=(part,)) for part in parts]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
 def _block_encodes(encode: Callable[[str], object], texts: Sequence[str], threads: int) -> Callable[[int, int], None]:
     """``encode`` of each text of a block, split over ``threads`` threads."""
 
     def go(lo: int, hi: int) -> None:
         part = texts[lo:hi]
-        workers = [threading.Thread(target=lambda p: [encode(t) for t in p], args=(part[i::threads],)) for i in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+        _on_threads(lambda p: [encode(t) for t in p], [part[i::threads] for i in range(threads)])
 
     return go
 
@@ -184,15 +189,11 @@ def _block_in_one_call(enc: Any, texts: Sequence[str], shares: int, threaded: bo
     def go(lo: int, hi: int) -> None:
         part = texts[lo:hi]
         parts = [part[i::shares] for i in range(shares)]
-        if not threaded:
+        if threaded:
+            _on_threads(share, parts)
+        else:
             for one in parts:
                 share(one)
-            return
-        workers = [threading.Thread(target=share, args=(one,)) for one in parts]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
 
     return go
 

@@ -251,8 +251,8 @@ def _rendered_for_ids(
 def _encode_pending(pending: Sequence[_PendingTurn], *, per_segment_together: bool = True) -> list[list[int] | None]:
     """The ids of each pending turn as :func:`reconstruct_output_ids` encodes them (``special_text="special"``),
     the turns of one tokenizer and profile in one call into tiktoken (:func:`~kimi_recon.segments.encode_rendered_together`)
-    and the others one by one, here: the finishing that follows then runs with no encode between two turns, whose
-    tables would evict its code and data from the caches (docs/benchmarks.md, "One turn and many"). Every
+    and the others one by one, here, so that a chunk's encodes all run before its finishing (against encoding them
+    in the finishing: the same time within the noise, and one contract for both callers). Every
     ``per_segment`` (K3) turn is encoded on its own when ``per_segment_together`` is False: on one thread its pieces
     call by call cost about 5% less CPU than every turn's pieces in one call, which the records path keeps (on two
     threads, one call a turn hands the GIL over at every call). When encoding them together raises, each is
