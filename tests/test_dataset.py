@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from extras import require
 
+import kimi_recon
 from kimi_recon import load_tokenizer
 from kimi_recon.compare import KINDS, NON_CANONICAL_BPE, SPECIAL_TOKEN_MISMATCH, TEXT_MISMATCH
 from kimi_recon.dataset import (
@@ -314,3 +315,17 @@ def test_a_tokenizer_directory_is_reloaded_in_workers_and_an_unloadable_one_is_r
     assert err.value.field == "tokenizer"
     assert audit_dataset(records, anonymous, workers=1, progress=False).counts["exact"] == 6
     assert audit_dataset(records, anonymous, workers=2, progress=False).counts["exact"] == 6  # threads share the object
+
+
+def test_a_result_line_names_each_flag_code_once_with_its_count() -> None:
+    from kimi_recon._records.record import audit_record
+
+    sample = Path(kimi_recon.__file__).parent / "data" / "sample"
+    line = next(
+        text for path in sorted(sample.glob("*.jsonl")) for text in path.read_text(encoding="utf-8").splitlines() if "turns-038-newlines-normalized" in text
+    )
+    result = audit_record(line)
+    codes = [f.code.value for f in result.flags]
+    assert codes.count("server_may_have_lost") == 2  # two losses of the record's server: one code, two fields
+    shown = str(result)
+    assert shown.count("server_may_have_lost") == 1 and "server_may_have_lost (risk) x2" in shown

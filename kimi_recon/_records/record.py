@@ -4,6 +4,7 @@ to one record (reconstruct, audit, the ``datasets``/Ray row functions). See :mod
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import functools
@@ -119,7 +120,9 @@ class RecordResult:
         if self.error is not None:
             return f"{ERROR}: {self.error}"
         assert self.comparison is not None
-        flags = f" [flags: {', '.join(f'{f.code.value} ({f.severity.value})' for f in self.flags)}]" if self.flags else ""
+        # one entry a code, counted: two losses of one server are two flags of the same code (their fields differ)
+        counts = collections.Counter(f"{f.code.value} ({f.severity.value})" for f in self.flags)
+        flags = f" [flags: {', '.join(code + (f' x{n}' if n > 1 else '') for code, n in counts.items())}]" if counts else ""
         return f"{self.where()}, source {self.source}{flags}: {self.comparison.explain()}"
 
     def to_dict(self) -> dict[str, Any]:
