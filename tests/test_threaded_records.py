@@ -182,3 +182,20 @@ def test_the_cli_executor_choice_gives_the_same_rows_as_one_worker(tmp_path: Pat
     with pytest.raises(SystemExit) as exit_:
         main(["reconstruct", str(path), "--workers", "2", "--executor", "fibers"])
     assert exit_.value.code == 2
+
+
+def test_a_rebuilt_row_is_the_row_the_dataclass_constructor_makes() -> None:
+    import dataclasses
+    import pickle
+
+    from kimi_recon._batch.pool import RecordReconstruction
+
+    rows = [r for r in reconstruct_records(POOL) if r.error is None]
+    assert rows
+    for row in rows:
+        built = RecordReconstruction(**{f.name: getattr(row, f.name) for f in dataclasses.fields(RecordReconstruction)})
+        assert row == built and hash(row) == hash(built) and repr(row) == repr(built)
+        assert vars(row) == vars(built)  # the same fields, nothing more
+        assert pickle.loads(pickle.dumps(row)) == built  # (worker processes send rows back pickled)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            row.ids = ()  # type: ignore[misc]

@@ -228,8 +228,12 @@ def turn_of_record(rec: Mapping[str, Any]) -> AssistantTurn:
     the record's ``finish_reason`` (default ``"stop"``) and ``logprobs`` used where the response has none.
     Errors name the field inside the record, e.g. ``response.choices[0].message.tool_calls[0].function.name``.
     """
-    instance_argument(rec, "record", Mapping, "a record object (a mapping)")
     field, response = response_of(rec)
+    return _turn_of_response(rec, field, response)
+
+
+def _turn_of_response(rec: Mapping[str, Any], field: str, response: Any) -> AssistantTurn:
+    """:func:`turn_of_record` of the record's response (:func:`response_of`), once it is found."""
     offset = call_index_offset_of(rec)
     turn = responses.turn_from_response(
         response,
@@ -385,9 +389,11 @@ def _reconstruct(
 
 def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, server: str | None) -> _PendingTurn:
     """The record's turn, read and rendered with the record's options, waiting for its ids."""
-    turn = turn_of_record(rec)
+    field, response = response_of(rec)
+    turn = _turn_of_response(rec, field, response)
     prof, think, offset = _options(rec, profile, thinking, turn.metadata.get("model"))
-    return _rendered_for_ids(turn, tok, prof, think, call_index_offset=offset, stop=None, server=record_server(rec, server))
+    # (record_server's reading, with the response found once)
+    return _rendered_for_ids(turn, tok, prof, think, call_index_offset=offset, stop=None, server=server_of(rec, response, server))
 
 
 def _usage_of(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
