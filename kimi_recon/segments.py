@@ -206,11 +206,11 @@ def encode_rendered_together(rendered: Sequence[RenderedTurn], tokenizer: KimiTo
     return out
 
 
-def _one_encodes_together(rendered: list[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
-    return list(tokenizer.encode_many([turn.text for turn in rendered]))
+def _one_encodes_together(rendered: list[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int]]:
+    return tokenizer.encode_many([turn.text for turn in rendered])
 
 
-def _per_segment_together(rendered: list[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int] | None]:
+def _per_segment_together(rendered: list[RenderedTurn], tokenizer: KimiTokenizer, profile: ChatProfile) -> list[list[int]]:
     pieces: list[str] = []
     ids_of_markers = marker_ids(profile)
     plans = [_plan_per_segment(turn.segments, tokenizer, ids_of_markers, pieces) for turn in rendered]

@@ -396,6 +396,14 @@ def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None,
     return _rendered_for_ids(turn, tok, prof, think, call_index_offset=offset, stop=None, server=server_of(rec, response, server))
 
 
+def _checked_usage(rec: Mapping[str, Any], turn: AssistantTurn) -> Mapping[str, Any] | None:
+    """The ``usage`` the usage check weighs: the record's own, else its response's; None when neither is an object."""
+    usage = rec.get("usage")
+    if usage is None or not isinstance(usage, Mapping):  # (None first: most records, and no ABC check for it)
+        usage = turn.metadata.get("usage")
+    return None if usage is None or not isinstance(usage, Mapping) else usage
+
+
 def _usage_of(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     usage = rec.get("usage")
     return usage if isinstance(usage, Mapping) else None
@@ -409,7 +417,7 @@ def _with_usage_check(rec: Mapping[str, Any], turn: AssistantTurn, recon: Recons
     """The reconstruction, the usage check, every flag (the check's included) and the provider."""
     provider = rec.get("provider", turn.metadata.get("provider"))
     provider = provider if isinstance(provider, str) else None
-    if rec.get("usage") is None and turn.metadata.get("usage") is None:  # most records: no figures to check
+    if _checked_usage(rec, turn) is None:  # most records: no figures to check
         return recon, None, recon.flags, provider
     counts, unchecked = record_token_counts(
         rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server, reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED)
@@ -483,10 +491,8 @@ def record_token_counts(
     """
     instance_argument(rec, "record", Mapping, "a record object (a mapping)")
     instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn")
-    usage = rec.get("usage")
-    if not isinstance(usage, Mapping):
-        usage = turn.metadata.get("usage")
-    if not isinstance(usage, Mapping):
+    usage = _checked_usage(rec, turn)
+    if usage is None:
         return None, ()
     unchecked: tuple[Flag, ...] = ()
     if prompt_len is None and reported_counts(usage)[0] is not None:
