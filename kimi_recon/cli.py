@@ -447,10 +447,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--drop-severity",
-        choices=("info", "risk", "loss"),
+        choices=("info", "unlikely", "risk", "loss"),
         default=None,
         help="send records with a flag of this severity or above to the errors file (loss: ids that almost surely "
-        "differ from the model's; risk: also those that may differ)",
+        "differ from the model's; risk: also those the evidence says may differ; unlikely: also those a server "
+        "could have changed where the model rarely writes the text at stake)",
     )
     p.set_defaults(func=cmd_build_samples)
 

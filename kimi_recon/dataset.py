@@ -274,7 +274,7 @@ class DatasetAudit:
 
 
 #: The order severities are listed in, worst first (``none``: records without a flag).
-SEVERITY_ORDER: tuple[str, ...] = ("loss", "risk", "info", "none")
+SEVERITY_ORDER: tuple[str, ...] = ("loss", "risk", "unlikely", "info", "none")
 
 
 def _severity_text(code: str) -> str:

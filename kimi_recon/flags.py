@@ -2,7 +2,9 @@
 
 One code enum (:class:`FlagCode`, every code the package emits), one type (:class:`Flag`) and one
 serialisation. Every code has one :class:`Severity` (:data:`SEVERITIES`): ``info`` (nothing may differ),
-``risk`` (the ids may differ; the data cannot tell) or ``loss`` (they differ, or almost surely do). A flag is
+``unlikely`` (the ids may differ, nothing in the response can tell, and the model rarely writes the text that
+would make them differ: the flag's ``seen`` says how often it did in Moonshot's official turns), ``risk`` (the
+evidence points at a difference, or the text at stake is common) or ``loss`` (they differ, or almost surely do). A flag is
 written as a JSON object ``{"code", "severity", "message", "field"}`` (plus ``"delta"`` on the usage-check
 mismatch flags), and a list of flags as a list of those objects: generate rows, ``reconstruct``
 rows, ``audit --json`` records and :meth:`~kimi_recon.training.TrainingSample.to_dict` all use
@@ -57,12 +59,15 @@ __all__ = [
 class Severity(str, enum.Enum):
     """How much a flag says about the ids, in increasing order (``Severity.INFO < Severity.LOSS``).
 
-    ``INFO``: nothing may differ (how the ids were obtained). ``RISK``: the ids may differ from what the
-    model emitted and the data cannot tell. ``LOSS``: they differ, or almost surely do; drop such rows
-    before training.
+    ``INFO``: nothing may differ (how the ids were obtained). ``UNLIKELY``: the ids may differ, nothing in
+    the response can rule it in or out, and the model rarely writes the text at stake (the flag's ``seen``
+    gives how often it did in the official turns); keep such rows unless the data must be verified.
+    ``RISK``: the ids may differ from what the model emitted, and the evidence points that way or the text at
+    stake is common. ``LOSS``: they differ, or almost surely do; drop such rows before training.
     """
 
     INFO = "info"
+    UNLIKELY = "unlikely"
     RISK = "risk"
     LOSS = "loss"
 
@@ -97,7 +102,7 @@ class Severity(str, enum.Enum):
         return format(self.value, spec)
 
 
-_RANK: Final[Mapping[Severity, int]] = {Severity.INFO: 0, Severity.RISK: 1, Severity.LOSS: 2}
+_RANK: Final[Mapping[Severity, int]] = {Severity.INFO: 0, Severity.UNLIKELY: 1, Severity.RISK: 2, Severity.LOSS: 3}
 
 
 class FlagCode(str, enum.Enum):
@@ -142,6 +147,7 @@ class FlagCode(str, enum.Enum):
     API_KEY_IN_TEXT = "api_key_in_text"
     # what a server's parsers can lose (kimi_recon.servers, kimi_recon.reconstruct)
     SERVER_MAY_HAVE_LOST = "server_may_have_lost"
+    SERVER_RARE_LOSS = "server_rare_loss"
     SERVER_TOKEN_IDS_USED = "server_token_ids_used"
     SERVER_TOKEN_IDS_UNUSABLE = "server_token_ids_unusable"
     THINK_END_OMITTED = "think_end_omitted"
@@ -158,12 +164,12 @@ class FlagCode(str, enum.Enum):
 RENAMED_CODES: Final[Mapping[str, FlagCode]] = {"reasoning_missing": FlagCode.REASONING_NOT_RETURNED}
 
 
-_I, _R, _L = Severity.INFO, Severity.RISK, Severity.LOSS
+_I, _U, _R, _L = Severity.INFO, Severity.UNLIKELY, Severity.RISK, Severity.LOSS
 #: The one severity of every code (a test checks every member has one and docs/api.md shows it).
 SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.REASONING_DROPPED: _L,  # the model wrote reasoning the ids leave out
     FlagCode.REASONING_INCOMPLETE: _L,  # only a summary or an encrypted blob came back
-    FlagCode.SPECIAL_TEXT_IN_FIELD: _R,  # special ids or plain text: which one the model emitted is unknown
+    FlagCode.SPECIAL_TEXT_IN_FIELD: _U,  # special ids or plain text: the model writes a marker's text as plain pieces rarely
     FlagCode.GENERATED_TOOL_CALL_ID: _R,  # the index of the written id is assumed
     FlagCode.FOREIGN_TOOL_CALL_ID: _L,  # the model never writes a server's id
     FlagCode.ARGUMENTS_NOT_JSON: _R,
@@ -189,6 +195,7 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.SAMPLE_OUTPUT_MISMATCH: _L,
     FlagCode.API_KEY_IN_TEXT: _L,  # the text was redacted
     FlagCode.SERVER_MAY_HAVE_LOST: _R,  # the server's parser can lose text on a turn of this shape
+    FlagCode.SERVER_RARE_LOSS: _U,  # the same, where no count can tell and the model rarely writes the text at stake
     FlagCode.SERVER_TOKEN_IDS_USED: _I,  # the ids the server generated, checked against the vocabulary
     FlagCode.SERVER_TOKEN_IDS_UNUSABLE: _R,
     FlagCode.THINK_END_OMITTED: _R,  # decided by usage.completion_tokens under the server's convention
@@ -220,13 +227,16 @@ class Flag:
 
     ``code`` is a :class:`FlagCode` (a code string is converted; an unknown one raises
     :class:`~kimi_recon.errors.InvalidInputError`); ``field`` names the turn field concerned, when there is
-    one; ``delta`` is the usage-check mismatch's ``reported - rebuilt``.
+    one; ``delta`` is the usage-check mismatch's ``reported - rebuilt``; ``seen`` says, on an ``unlikely``
+    flag, how often the model wrote the text at stake in Moonshot's official turns (``"0 of 73 official K2.x
+    tool-call turns"``).
     """
 
     code: FlagCode
     message: str
     field: str | None = None
     delta: int | None = None
+    seen: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.code) is not FlagCode:  # (a member, what the package itself passes, is kept as it is)
@@ -238,10 +248,13 @@ class Flag:
         return SEVERITIES[self.code]
 
     def to_dict(self) -> dict[str, Any]:
-        """The flag as JSON: ``{"code", "severity", "message", "field"}``, and ``"delta"`` when there is one."""
+        """The flag as JSON: ``{"code", "severity", "message", "field"}``, and ``"delta"`` and ``"seen"`` when
+        there are."""
         out: dict[str, Any] = {"code": self.code.value, "severity": self.severity.value, "message": self.message, "field": self.field}
         if self.delta is not None:
             out["delta"] = self.delta
+        if self.seen is not None:
+            out["seen"] = self.seen
         return out
 
     @classmethod
@@ -255,13 +268,14 @@ class Flag:
             return cls(_code(value, field), "")
         if not isinstance(value, Mapping):
             raise InvalidInputError(f"a flag must be an object or a code string, got {type(value).__name__}", field=field)
-        message, where, delta = value.get("message"), value.get("field"), value.get("delta")
+        message, where, delta, seen = value.get("message"), value.get("field"), value.get("delta"), value.get("seen")
         code = _code(value.get("code"), f"{field}[].code")
         return cls(
             code,
             message if isinstance(message, str) else "",
             where if isinstance(where, str) else None,
             delta if isinstance(delta, int) and not isinstance(delta, bool) else None,
+            seen if isinstance(seen, str) else None,
         )
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KNOWN_SERVERS",
     "LOSSES",
+    "LOSS_SEEN",
     "NO_SERVER",
     "SERVERS",
     "UNKNOWN",
@@ -54,12 +55,27 @@ class ParserLoss:
 
     ``format`` is the chat format whose parser does it (``k2`` or ``k3``); ``applies`` gives the fields of a
     turn where it can show (none: the turn's shape is not exposed to it); ``what`` is said in the flag.
+    ``seen`` is, for a loss no token count can show, how often the model's own text was hit by it:
+    ``(turns hit, turns of that shape, what those turns are)`` in Moonshot's official dev turns pushed through the
+    real parsers (:data:`LOSS_SEEN`; ``tests/servers_measure.py`` recomputes it from the goldens). Such a loss,
+    when rare (:func:`_is_rare`), is flagged ``server_rare_loss`` (``unlikely``), not ``server_may_have_lost``.
     """
 
     name: str
     format: str
     what: str
     applies: ShapeTest
+    seen: tuple[int, int, str] | None = None
+
+    @property
+    def seen_text(self) -> str | None:
+        """``seen`` as the flag says it: ``"0 of 73 official K2.x tool-call turns"``."""
+        return None if self.seen is None else f"{self.seen[0]} of {self.seen[1]} {self.seen[2]}"
+
+
+def _is_rare(seen: tuple[int, int, str] | None) -> bool:
+    """True when a loss hit under 2% of the official turns of its shape (and at least 10 were seen)."""
+    return seen is not None and seen[1] >= 10 and seen[0] * 50 < seen[1]
 
 
 def _calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
@@ -126,8 +142,21 @@ def _boundary_space(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> S
     return ("reasoning", "content") if in_reasoning else ("content",)
 
 
+#: How often each loss that no token count can show hit the model's own text: Moonshot's official dev turns
+#: (tests/data/golden/official-*-dev) through the real parsers of every measured build, counted once a turn
+#: (``tests/servers_measure.py``: :func:`loss_frequencies`; a test keeps these figures equal to the goldens').
+LOSS_SEEN: Final[Mapping[str, tuple[int, int, str]]] = {
+    "whitespace_stripped": (0, 73, "official K2.x tool-call turns"),
+    "blank_arguments_to_object": (0, 14, "official K2.x turns with blank arguments"),
+    "spaces_around_markers": (0, 18, "official K2.x turns with a field starting or ending with a space"),
+    "k3_values_respelled": (0, 45, "official K3 turns with numbers in arguments"),
+    "k3_calls_renumbered": (0, 29, "official K3 turns with several calls"),
+    "k3_spaces_around_markers": (0, 12, "official K3 turns with a field starting or ending with a space"),
+}
+
+
 def _loss(name: str, fmt: str, what: str, applies: ShapeTest) -> tuple[str, ParserLoss]:
-    return name, ParserLoss(name, fmt, what, applies)
+    return name, ParserLoss(name, fmt, what, applies, LOSS_SEEN.get(name))
 
 
 _SPACED = (
@@ -246,7 +275,14 @@ KNOWN_SERVERS: Final[tuple[str, ...]] = (*SERVERS, *_NEWEST, *(f"{f}*" for f in 
 def get_server(server: str | ServerProfile | None) -> ServerProfile:
     """The profile of ``server``: a :data:`SERVERS` name, ``"vllm"``/``"sglang"`` (newest known),
     ``"unknown"`` or None (:data:`UNKNOWN`), ``"none"`` (:data:`NO_SERVER`), ``"vllm*"``/``"sglang*"`` (any
-    known build of the family: what :func:`detect_server` finds), or a profile as is."""
+    known build of the family: what :func:`detect_server` finds), or a profile as is. A release of a known family
+    that was not measured (``"vllm==0.22.0"``) loses what any measured build of the family loses and counts only
+    as all of them do; any other name (an OpenRouter provider: ``"Together"``, ``"Moonshot AI"``) is an unknown
+    server that keeps its name.
+
+    >>> get_server("DeepInfra").name, get_server("DeepInfra").losses == UNKNOWN.losses
+    ('DeepInfra', True)
+    """
     if server is None:  # (first: what the rebuild asks on every turn)
         return UNKNOWN
     if isinstance(server, ServerProfile):
@@ -259,16 +295,33 @@ def get_server(server: str | ServerProfile | None) -> ServerProfile:
         return _family(server[:-1])
     if server == "none":
         return NO_SERVER
-    if isinstance(server, str):
-        name = _NEWEST.get(server.lower(), server.lower().replace(" ", ""))
-        found = SERVERS.get(name)
-        if found is not None:
-            return found
-        family = name.split("==", 1)[0]
-        if family in _NEWEST:  # a release not measured: its family's losses, every known convention
-            newest = SERVERS[_NEWEST[family]]
-            return ServerProfile(name, f"{family} release not measured: taken to lose what {newest.name} loses", newest.losses, frozenset(), newest.token_ids_fields)
-    raise InvalidInputError(f"unknown server {preview(server)}; expected one of {list(KNOWN_SERVERS)} or NAME==VERSION", field="server")
+    name = _NEWEST.get(server.lower(), server.lower().replace(" ", ""))
+    found = SERVERS.get(name)
+    if found is not None:
+        return found
+    family = name.split("==", 1)[0]
+    if family in _NEWEST:
+        # A release not measured: what any measured build of its family loses, and only the counting conventions
+        # all of them share (the newest build's losses with no convention let any convention explain a
+        # one-token shortfall away).
+        every = _family(family)
+        return ServerProfile(
+            name,
+            f"{family} release not measured: taken to lose what any measured {family} build loses",
+            every.losses,
+            every.completion_conventions,
+            every.token_ids_fields,
+        )
+    if not server.strip() or len(server) > 200 or not server.isprintable():
+        raise InvalidInputError(f"must be a server or provider name, got {preview(server)}", field="server")
+    # A name the project does not know (an OpenRouter provider such as "Together" or "DeepInfra", a server not
+    # measured): an unknown server, its name kept for the record, the report and the per-provider usage table.
+    return _unknown_named(server)
+
+
+@functools.lru_cache(maxsize=256)
+def _unknown_named(name: str) -> ServerProfile:
+    return ServerProfile(name, f"{name}: not a server kimi-recon has measured; " + UNKNOWN.description, UNKNOWN.losses, UNKNOWN.completion_conventions, UNKNOWN.token_ids_fields)
 
 
 def _family(family: str) -> ServerProfile:
@@ -360,7 +413,18 @@ def _losses_of_format(losses: frozenset[str], chat_format: str, with_calls: bool
 
 @functools.lru_cache(maxsize=4096)
 def _loss_flag(server: str, name: str, fields: tuple[str, ...]) -> Flag:
-    """The flag of loss ``name`` on ``fields`` (a Flag is frozen, so turns of one shape share it)."""
+    """The flag of loss ``name`` on ``fields`` (a Flag is frozen, so turns of one shape share it): a loss the model's
+    text rarely meets is ``server_rare_loss`` with how often it did (``seen``)."""
+    loss = LOSSES[name]
+    if _is_rare(loss.seen):
+        return Flag(
+            FlagCode.SERVER_RARE_LOSS,
+            f"server {server}: {loss.what} ({name}); the {', '.join(fields)} may miss what the model wrote, which no "
+            f"token count can show, but it hit the model's own text in {loss.seen_text}. Ask the server for the token "
+            "ids (return_token_ids) or logprobs to rebuild exactly",
+            fields[0],
+            seen=loss.seen_text,
+        )
     return Flag(
         FlagCode.SERVER_MAY_HAVE_LOST,
         f"server {server}: {LOSSES[name].what} ({name}); the {', '.join(fields)} may miss what the model wrote. "

@@ -17,6 +17,13 @@ records are changed on purpose, so the sample shows what an audit finds:
 * the last line: a record cut short mid-JSON (a writer that crashed), which an audit counts as unreadable;
 * every other record is an official turn as it is (many have tool calls).
 
+Every response is what a real one is like: it carries ``usage.completion_tokens`` as a server counting every
+generated id reports it (the reference's length; for the dropped reasoning, the turn the model generated), and
+a thinking-off turn carries no reasoning (the official conversations keep a ``reasoning_content`` the
+thinking-off template never renders, which no thinking-off answer has). Each record says ``"server": "none"``:
+these turns are what the model wrote, never parsed by a server, so no server loss is flagged on them (on data
+from a server, name it or let the response reveal it: docs/servers.md).
+
 The output is deterministic; tests/test_report.py checks the bundled file is what this script writes.
 """
 
@@ -35,11 +42,12 @@ TRUNCATED, WRONG_IM_END, REASONING_DROPPED = 32, 33, 34
 IM_END, CHAS, THINK_END, SECTION_BEGIN = 163586, 163533, 163607, 163595
 
 
-def completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+def completion(message: dict[str, Any], finish_reason: str, generated: int) -> dict[str, Any]:
     return {
         "object": "chat.completion",
         "model": "moonshotai/kimi-k2.5",
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"completion_tokens": generated},
     }
 
 
@@ -68,6 +76,8 @@ def records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for i, row in ((i, rows[i]) for i in [*range(COUNT), REASONING_DROPPED, newlines]):
         message = dict(row["turn"])
+        if not row["thinking"]:
+            message.pop("reasoning_content", None)
         reference = list(row["output_ids"])
         rid = f"turns-{i:03d}"
         finish = "tool_calls" if message.get("tool_calls") else "stop"
@@ -83,7 +93,8 @@ def records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif i == newlines:
             message["content"] = message["content"].replace("\r\n", "\n").replace("\r", "\n")
             rid += "-newlines-normalized"
-        out.append({"id": rid, "thinking": row["thinking"], "response": completion(message, finish), "reference_ids": reference})
+        generated = len(row["output_ids"]) if i == REASONING_DROPPED else len(reference)
+        out.append({"id": rid, "thinking": row["thinking"], "server": "none", "response": completion(message, finish, generated), "reference_ids": reference})
     return out
 
 

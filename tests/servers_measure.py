@@ -4,9 +4,9 @@ Each golden row holds the ids the model generated and the chat completion one se
 for them (scripts/server_conformance.py wrote it by running that build's own parsers). A row's outcome:
 
 * ``exact``: the rebuilt ids are the generated ids (its flags, if any, are kept in ``flag_codes``);
-* ``flagged``: the rebuilt ids differ and at least one flag says the ids may be inexact;
+* ``flagged``: the rebuilt ids differ and at least one flag above ``info`` says the ids may be inexact;
 * ``refused``: ``turn_from_response`` refused the response (a named error);
-* ``silent_wrong``: the rebuilt ids differ and nothing says so: the worst outcome;
+* ``silent_wrong``: the rebuilt ids differ and nothing above ``info`` says so: the worst outcome;
 * ``server_error``: the server itself failed on the output (no response to rebuild).
 
 ``measure_row(row, usage=True)`` runs the usage check as a user with the server's ``usage`` would;
@@ -25,6 +25,7 @@ from typing import Any
 
 import kimi_recon
 from kimi_recon.errors import KimiReconError
+from kimi_recon.flags import Severity, severity_of
 from kimi_recon.usage_check import check_with_profile
 
 SERVERS_DIR = Path(__file__).parent / "data" / "servers"
@@ -102,11 +103,19 @@ def measure_row(row: Mapping[str, Any], *, usage: bool = True, rebuild: Rebuild 
     truth = list(row["output_ids"])
     if ids == truth:
         outcome = "exact"
-    elif codes:
+    elif any(_above_info(code) for code in codes):
         outcome = "flagged"
     else:
         outcome = "silent_wrong"
     return RowOutcome(**base, outcome=outcome, flag_codes=tuple(codes))
+
+
+def _above_info(code: str) -> bool:
+    """A code above ``info`` (a code this version does not know, as a rebuild under test may write, counts)."""
+    try:
+        return severity_of(code) > Severity.INFO
+    except KimiReconError:
+        return True
 
 
 def measure(rows: Iterable[Mapping[str, Any]], *, usage: bool = True, rebuild: Rebuild = kimi_recon_rebuild) -> list[RowOutcome]:
@@ -170,6 +179,31 @@ def pivot_markdown(outcomes: Sequence[RowOutcome], row_key: Callable[[RowOutcome
             cells.append(" / ".join(str(c[o]) for o in OUTCOMES[:4]) + (f" (+{c['server_error']} err)" if c["server_error"] else "") if c else "–")
         lines.append("| " + " | ".join([k, *cells]) + " |")
     return "\n".join(lines)
+
+
+def loss_frequencies(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """For every loss of the measured builds: ``(official turns it hit, official turns of the shape it applies to)``,
+    each turn counted once over the builds. A turn is hit when, with the server named and its usage weighed, the
+    rebuild differs from the generated ids and no ``loss`` flag says so: the server changed the model's own text
+    where no count could show it. ``kimi_recon.servers.LOSS_SEEN`` holds these figures for the losses no count
+    can show."""
+    from kimi_recon.profiles import get_profile
+    from kimi_recon.servers import get_server, server_losses
+
+    applies: dict[str, set[str]] = collections.defaultdict(set)
+    hit: dict[str, set[str]] = collections.defaultdict(set)
+    for row in rows:
+        if row.get("source") != "official" or row.get("response") is None:
+            continue
+        outcome = measure_row(row, usage=True, rebuild=named_server_rebuild)
+        uncaught = outcome.outcome != "exact" and not any(severity_of(c) is Severity.LOSS for c in outcome.flag_codes)
+        offset = int(row.get("history_tool_calls") or 0)
+        turn = kimi_recon.turn_from_response(row["response"], call_index_offset=offset)
+        for name, _ in server_losses(turn, get_profile(row["profile"]), row["thinking"], get_server(row["server"])):
+            applies[name].add(row["case_id"])
+            if uncaught:
+                hit[name].add(row["case_id"])
+    return {name: (len(hit[name]), len(cases)) for name, cases in applies.items()}
 
 
 def main(argv: Sequence[str]) -> None:

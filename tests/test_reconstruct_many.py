@@ -75,7 +75,7 @@ def test_a_turn_that_cannot_be_read_raises_its_own_error_naming_its_index() -> N
 
 @pytest.mark.parametrize(
     ("option", "field"),
-    [({"profile": "kimi-k9"}, "profile"), ({"tokenizer": "kimi-k3"}, "tokenizer"), ({"thinking": "yes"}, "thinking"), ({"server": "vllm-x"}, "server")],
+    [({"profile": "kimi-k9"}, "profile"), ({"tokenizer": "kimi-k3"}, "tokenizer"), ({"thinking": "yes"}, "thinking"), ({"server": 42}, "server")],
 )
 def test_a_wrong_option_is_the_calls_error_naming_no_turn_even_with_no_turns(option: dict[str, Any], field: str) -> None:
     for batch in ([{"content": "a"}], []):

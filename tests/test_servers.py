@@ -51,12 +51,25 @@ def test_every_server_names_only_known_losses_and_unknown_may_lose_them_all() ->
 def test_server_names_resolve_to_their_build_the_newest_or_the_family() -> None:
     assert get_server("vllm") is SERVERS["vllm==0.33.0"] and get_server("SGLang") is SERVERS["sglang==0.5.23"]
     assert get_server(None) is UNKNOWN and get_server("unknown") is UNKNOWN and get_server("none") is NO_SERVER
-    later = get_server("vllm==0.40.0")
-    assert later.losses == SERVERS["vllm==0.33.0"].losses and later.completion_conventions == frozenset()
+    # a release not measured: the union of its family's losses and only the conventions every measured build shares
+    later = get_server("vllm==0.22.0")
+    assert later.name == "vllm==0.22.0"
+    assert later.losses == SERVERS["vllm==0.15.1"].losses | SERVERS["vllm==0.33.0"].losses
+    assert later.completion_conventions == {"exact"}
     assert set(KNOWN_SERVERS) >= {"vllm==0.15.1", "vllm==0.33.0", "sglang==0.5.23", "vllm", "sglang"}
-    with pytest.raises(InvalidInputError) as err:
-        get_server("tgi")
-    assert err.value.field == "server" and "vllm==0.33.0" in err.value.message
+    # a name the project does not know (OpenRouter's provider names) is an unknown server that keeps its name
+    for name in ("Together", "Moonshot AI", "DeepInfra", "tgi"):
+        named = get_server(name)
+        assert named.name == name and named.losses == UNKNOWN.losses and named.completion_conventions == frozenset()
+    for bad in ("", "   ", "a\x00b", "x" * 201):
+        with pytest.raises(InvalidInputError) as err:
+            get_server(bad)
+        assert err.value.field == "server"
+
+
+def test_a_provider_name_is_kept_in_the_reconstruction(tok: KimiTokenizer) -> None:
+    turn = turn_from_response(_response({"content": "Hi"}, finish="stop"))
+    assert reconstruct_output_ids(turn, tok, server="Together").server == "Together"
 
 
 def test_a_response_reveals_its_server_only_where_a_field_or_id_style_is_its_own() -> None:
@@ -117,9 +130,11 @@ def test_a_count_that_agrees_under_the_servers_convention_rules_out_the_losses_t
     usage = {"prompt_tokens": 10, "completion_tokens": len(truth)}
     result = reconstruct_output_ids(turn_from_response(_response(message, usage=usage)), tok, server="vllm")
     assert result.ids == truth
-    kept = [f.message for f in result.flags if f.code is FlagCode.SERVER_MAY_HAVE_LOST]
+    kept = [f.message for f in result.flags if f.code in (FlagCode.SERVER_MAY_HAVE_LOST, FlagCode.SERVER_RARE_LOSS)]
     assert not any("think_end_inserted" in m or "blank_content_nulled" in m for m in kept)
-    assert any("whitespace_stripped" in m for m in kept)  # a stripped space can merge into a token: the count cannot tell
+    # a stripped space can merge into a token: the count cannot tell; the model rarely writes one there
+    (rare,) = [f for f in result.flags if "whitespace_stripped" in f.message]
+    assert rare.code is FlagCode.SERVER_RARE_LOSS and rare.severity is Severity.UNLIKELY and rare.seen == "0 of 73 official K2.x tool-call turns"
 
 
 def test_whitespace_only_content_the_parser_nulled_is_a_count_mismatch_when_the_server_is_named(tok: KimiTokenizer) -> None:
@@ -230,7 +245,9 @@ def test_the_cli_server_option_names_the_server_in_every_audit_record(tmp_path: 
     report = json.loads(out.read_text(encoding="utf-8"))
     (worst,) = report["worst"]
     assert worst["server"] == "vllm==0.33.0" and "completion_tokens_mismatch" in [f["code"] for f in worst["flags"]]
-    assert main(["audit", str(src), "--server", "tgi"]) != 0
+    # a server the project does not know is read as an unknown server, its name kept
+    main(["audit", str(src), "--server", "tgi", "--json", str(out)])
+    assert json.loads(out.read_text(encoding="utf-8"))["worst"][0]["server"] == "tgi"
 
 
 # -- the hot path's shortcut: a turn without tool calls is not put to the shape tests that need them -----

@@ -47,7 +47,7 @@ def test_the_audit_summary_json_and_html_show_each_flags_severity(tok: KimiToken
     plain = {"id": "ok", "response": {"choices": [{"message": turn, "finish_reason": "stop"}]}, "reference_ids": ids}
     report = audit_dataset([cut, plain], tok, progress=False)
     assert "truncated (risk) 1" in report.summary()
-    assert "records by worst flag: loss 0, risk 1, info 0, none 1" in report.summary()
+    assert "records by worst flag: loss 0, risk 1, unlikely 0, info 0, none 1" in report.summary()
     written = json.loads(json.dumps(report.to_dict()))
     assert written["severity_counts"] == {"risk": 1, "none": 1}
     assert written["flag_severities"] == {"truncated": "risk"}

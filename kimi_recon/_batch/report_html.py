@@ -68,6 +68,7 @@ nav.toc a { margin-right: 10px; white-space: nowrap; }
 .sev { border-radius: 10px; padding: 0 7px; font-size: 12px; }
 .sev-loss { background: #ffebe9; border-color: #cf222e; color: #a40e26; }
 .sev-risk { background: #fff8c5; border-color: #bf8700; color: #7d4e00; }
+.sev-unlikely { background: #f6f8fa; border-color: #8c959f; color: #57606a; }
 .sev-info { background: #ddf4ff; border-color: #0969da; color: #0550ae; }
 .detail { margin: 6px 0 8px; overflow-wrap: anywhere; }
 table.diff { width: 100%; table-layout: fixed; }
@@ -276,13 +277,15 @@ def section_flags(report: Report) -> str:
     out = "<h2 id=\"flags\">Reconstruction flags</h2>"
     out += (
         '<p class="muted small">What reconstruction noticed that may make ids differ (a record can have several). '
-        "Severity: info, nothing may differ; risk, the ids may differ and the data cannot tell; loss, they differ "
-        "or almost surely do (drop those before training).</p>"
+        "Severity: info, nothing may differ; unlikely, a server could have changed text the model rarely writes "
+        "and nothing in the response can tell (how often the model wrote it is in the flag's <code>seen</code>); "
+        "risk, the evidence says the ids may differ; loss, they differ or almost surely do (drop those before "
+        "training).</p>"
     )
     by_severity: Mapping[str, int] = report.get("severity_counts") or {}
     if by_severity:
         out += '<p class="small">records by worst flag: ' + ", ".join(
-            f"{_severity_badge(s)} {esc(fmt_int(int(by_severity.get(s, 0))))}" for s in ("loss", "risk", "info", "none")
+            f"{_severity_badge(s)} {esc(fmt_int(int(by_severity.get(s, 0))))}" for s in ("loss", "risk", "unlikely", "info", "none")
         ) + "</p>"
     out += _flag_table(report)
     if report.get("source_counts"):

@@ -13,7 +13,7 @@ from typing import Final
 from ..errors import BundledDataError
 
 SAMPLE_PATH: Final = Path(__file__).parents[1] / "data" / "sample" / "k2.5-dev-sample.jsonl"
-SAMPLE_SHA256: Final = "da900ef4eac7cd4ecc90734e48e040880f70c77125563e6bd21266b7df5adb7c"
+SAMPLE_SHA256: Final = "16a84818f709b6e409466532622a092a8beb123663d51083f27fc61fc071f565"
 
 
 def sample_path() -> Path:

@@ -23,11 +23,12 @@ from kimi_recon.usage_check import TokenCounts
 from kimi_recon.usage_stats import TokenCountTally
 
 #: sha256 of out.jsonl (each row's elapsed_s, a wall-clock figure, written as 0), per prompt_from, as the
-#: writer that re-read token_counts wrote it. A change of the row format changes them: re-record with
+#: writer that re-read token_counts wrote it, re-recorded when server_rare_loss (with "seen") replaced some
+#: server_may_have_lost flags. A change of the row format changes them: re-record with
 #: KIMI_PRINT_DIGESTS=1 python -m pytest tests/openrouter/test_writer_counts.py -s, after checking the rows.
 DIGESTS_BEFORE = {
-    "counter": "b31be2d14ddfab60a7bf5c5d4e47811cfa22a57a19bc9636107536f6796c7003",
-    "training_sample": "3f0467c111bcfbe6abf0e6a5e5894f39886ccac5b1668f32d4699a8a918a6b10",
+    "counter": "da56aa6cc94c88262b1303590348046f86116152318e4f80bc048ec9d84aeb3e",
+    "training_sample": "b93b7a052ec0df4908925eb7c91b78646be57205184bcd50a208b9460a7ebbfe",
 }
 
 

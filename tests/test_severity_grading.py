@@ -1,0 +1,61 @@
+"""Severity that grades the evidence (issue 37): measured on the golden responses of the real server builds.
+
+``unlikely`` is for a loss a server could cause that nothing in the response can rule in or out and that the
+model's own text rarely meets; its frequency (``servers.LOSS_SEEN``) is recomputed here from the goldens, so the
+figure a flag carries is the one the data gives. Every row whose ids differ keeps a flag above ``info``, and few
+exact official rows carry ``risk`` or ``loss``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from servers_measure import kimi_recon_rebuild, load_rows, loss_frequencies, measure, named_server_rebuild
+
+from kimi_recon.flags import Severity, severity_of
+from kimi_recon.servers import LOSS_SEEN, LOSSES, _is_rare
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    return load_rows()
+
+
+def test_the_frequency_each_rare_loss_flag_carries_is_what_the_goldens_give(rows: list[Mapping[str, Any]]) -> None:
+    measured = loss_frequencies(rows)
+    for name, (hit, of, _) in LOSS_SEEN.items():
+        assert measured[name] == (hit, of), name
+        assert LOSSES[name].seen_text is not None and LOSSES[name].seen_text.startswith(f"{hit} of {of} ")
+
+
+def test_only_losses_no_count_can_show_are_graded_by_frequency() -> None:
+    from kimi_recon.reconstruct import _COUNT_VISIBLE
+
+    assert not set(LOSS_SEEN) & _COUNT_VISIBLE
+    assert _is_rare((0, 73, "x")) and _is_rare((1, 73, "x")) and not _is_rare((2, 73, "x"))
+    assert not _is_rare((0, 5, "too few to say")) and not _is_rare(None)
+
+
+@pytest.mark.parametrize(("usage", "named", "known"), [(True, True, 0), (True, False, 0), (False, True, 0), (False, False, 88)])
+def test_no_row_whose_ids_differ_is_left_with_only_info_flags(rows: list[Mapping[str, Any]], usage: bool, named: bool, known: int) -> None:
+    """``known``: the message alone from a server nobody named, where vLLM dropped a whole call (a request without
+    tools): nothing in such a response shows it, and flagging every plain answer of every unnamed source would bury
+    the flags that say something (docs/servers.md); a usage count, or naming the server, flags them all."""
+    outcomes = measure(rows, usage=usage, rebuild=named_server_rebuild if named else kimi_recon_rebuild)
+    silent = [o for o in outcomes if o.outcome == "silent_wrong"]
+    assert len(silent) == known
+    assert all(o.flag_codes == () and o.server.startswith("vllm") for o in silent)
+
+
+@pytest.mark.parametrize(("named", "most"), [(True, 63), (False, 253)])
+def test_few_exact_official_rows_carry_risk_or_loss(rows: list[Mapping[str, Any]], named: bool, most: int) -> None:
+    """With the server's usage: 63 of 518 exact official rows (12%, every one a server-issued call id whose index is
+    assumed) when the build is named, 253 (49%) when it is not (a one-token loss no count can rule out under an
+    unknown convention). Before the grading: 372 and 386."""
+    official = [r for r in rows if r["source"] == "official"]
+    outcomes = measure(official, usage=True, rebuild=named_server_rebuild if named else kimi_recon_rebuild)
+    exact = [o for o in outcomes if o.outcome == "exact"]
+    graded = [o for o in exact if any(severity_of(c) >= Severity.RISK for c in o.flag_codes)]
+    assert len(exact) == 518 and len(graded) <= most
