@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._base.cli_common import sigterm_as_interrupt
+from ._base.cli_common import quiet_broken_pipe, sigterm_as_interrupt
 from ._base.files import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
 from ._base.terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
@@ -86,9 +86,27 @@ def _add_workers(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """The options every record would be rebuilt with, checked once before any output is opened: a bad one
+    stops the command (exit 2, a hint), never a file of error rows (one rule for every command)."""
+    from .profiles import get_profile
+    from .servers import get_server
+
+    if getattr(args, "profile", None) is not None:
+        try:
+            get_profile(args.profile)
+        except InvalidInputError as err:
+            raise InvalidInputError(err.message, field="--profile") from None
+    if getattr(args, "server", None) is not None:
+        get_server(args.server)
+    if getattr(args, "workers", 1) < 0:
+        raise InvalidInputError(f"must be 0 (all cores) or more, got {args.workers}", field="--workers")
+
+
 def cmd_reconstruct(args: argparse.Namespace) -> int:
     from .dataset import reconstruct_records
 
+    _check_options(args)
     _check_files(args, [("--output", args.output)])
     results = reconstruct_records(
         args.input,
@@ -119,6 +137,7 @@ def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: 
 def cmd_build_samples(args: argparse.Namespace) -> int:
     from ._batch.training_rows import build_samples, write_training_rows
 
+    _check_options(args)
     _check_files(args, _training_outputs(args))
     template = None
     if args.chat_template is not None:
@@ -181,6 +200,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     args.input = _audit_input(args)
     if args.html_examples < 0:
         raise InvalidInputError(f"must be 0 or more, got {args.html_examples}", field="--html-examples")
+    _check_options(args)
     _check_files(args, [("--json", args.json), ("--html", args.html)])
     report = audit_dataset(
         args.input,
@@ -507,6 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with sigterm_as_interrupt():
             code: int = args.func(args)
+    except BrokenPipeError:  # ``kimi-recon reconstruct - | head``: the reader has what it wanted
+        return quiet_broken_pipe()
     except (KimiReconError, OSError) as err:
         print(terminal_safe(f"kimi-recon: error: {err}"), file=sys.stderr)
         return 2

@@ -24,3 +24,23 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+#: The exit status of a command whose reader went away (``| head``): what a shell reports for a tool that
+#: SIGPIPE ended, 128 + 13.
+BROKEN_PIPE_STATUS = 141
+
+
+def quiet_broken_pipe() -> int:
+    """After a ``BrokenPipeError`` on stdout: point stdout at /dev/null so the interpreter's final flush does not
+    fail again and print a traceback, and give the status the shell tools give (nothing is printed: the reader
+    asked for no more, as with ``cat FILE | head``)."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured): nothing to flush there
+        pass
+    return BROKEN_PIPE_STATUS

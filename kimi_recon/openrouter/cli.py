@@ -223,7 +223,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .generate import GenerateConfig, run_generate
     from .options import RequestOptions, provider_preferences, reasoning_settings
 
-    api_key = api_key_from_env()
+    base_url = args.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+    api_key = api_key_from_env(base_url=base_url)  # a self-hosted server (--base-url) needs no key
     options = RequestOptions(
         model=args.model,
         max_tokens=args.max_tokens,
@@ -250,7 +251,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         prompts=args.prompts,
         output=args.output,
         options=options,
-        base_url=args.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL,
+        base_url=base_url,
         concurrency=args.concurrency,
         timeout=args.timeout,
         max_retries=args.max_retries,
@@ -284,11 +285,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(argv)
-    from .._base.cli_common import sigterm_as_interrupt
+    from .._base.cli_common import quiet_broken_pipe, sigterm_as_interrupt
 
     try:
         with sigterm_as_interrupt():  # a SIGTERM stops the run like Ctrl-C: rows written so far stay whole
             code: int = args.func(args)
+    except BrokenPipeError:  # ``... -o - | head``: the reader has what it wanted
+        return quiet_broken_pipe()
     except (KimiReconError, OSError) as err:
         print(terminal_safe(f"kimi-recon: error: {err}"), file=sys.stderr)
         return 2

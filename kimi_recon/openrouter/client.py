@@ -34,22 +34,46 @@ BASE_URL_ENV = "OPENROUTER_BASE_URL"
 T = TypeVar("T")
 
 
-def api_key_from_env(environ: Mapping[str, str] | None = None) -> str:
-    """The key from ``OPENROUTER_API_KEY``; a clear error (without any key material) when unset."""
+#: What a self-hosted server is sent when no key is set: vLLM's and SGLang's documented placeholder (a server
+#: started without ``--api-key`` accepts any).
+LOCAL_PLACEHOLDER_KEY = "EMPTY"
+
+
+def is_openrouter(base_url: str) -> bool:
+    """True when ``base_url`` is OpenRouter's API (a key is required and is a secret); any other URL is a
+    self-hosted or other OpenAI-compatible server, which may need no key."""
+    host = base_url.split("://", 1)[-1].split("/", 1)[0].split("@")[-1].split(":")[0].lower()
+    return host == "openrouter.ai" or host.endswith(".openrouter.ai")
+
+
+def api_key_from_env(environ: Mapping[str, str] | None = None, *, base_url: str = DEFAULT_BASE_URL) -> str:
+    """The key from ``OPENROUTER_API_KEY``; a clear error (without any key material) when unset and
+    ``base_url`` is OpenRouter's. For another server (``--base-url http://127.0.0.1:8000/v1``) an unset key
+    is :data:`LOCAL_PLACEHOLDER_KEY`: a local server needs none."""
     instance_argument(environ, "environ", Mapping, "a mapping of names to values", none=True)
+    instance_argument(base_url, "base_url", str, "a URL")
     raw = (os.environ if environ is None else environ).get(API_KEY_ENV, "")
     key = instance_argument(raw, API_KEY_ENV, str, "a str").strip()
     if not key:
+        if not is_openrouter(base_url):
+            return LOCAL_PLACEHOLDER_KEY
         raise OpenRouterError(f"set {API_KEY_ENV} to your OpenRouter API key", code="no_api_key", kind="config")
-    return checked_api_key(key)
+    return checked_api_key(key, placeholder_ok=not is_openrouter(base_url))
 
 
-def checked_api_key(key: str) -> str:
+def secret_of(key: str) -> str | None:
+    """The part of ``key`` to keep out of every output: the key itself, or None for a placeholder too short to
+    be a secret (``EMPTY``; a self-hosted server's), which is written nowhere as a key and scrubbed nowhere."""
+    return key if len(key) >= MIN_SECRET_LENGTH else None
+
+
+def checked_api_key(key: str, *, placeholder_ok: bool = False) -> str:
     """``key``, if an HTTP header can carry it and it is long enough to be scrubbed from the output.
 
     A key with a newline or a non-ASCII character cannot be sent at all: every request would fail in the
     transport, one error row per prompt, each counted as done. The error names the position and the kind
-    of the character, never the character or any other part of the key.
+    of the character, never the character or any other part of the key. ``placeholder_ok`` (a server other
+    than OpenRouter) lets a short placeholder such as vLLM's ``EMPTY`` through: it is no secret to keep out.
     """
     if not isinstance(key, str) or not key:
         raise OpenRouterError(f"the API key is empty; set {API_KEY_ENV}", code="bad_api_key", kind="config")
@@ -62,7 +86,7 @@ def checked_api_key(key: str) -> str:
                 code="bad_api_key",
                 kind="config",
             )
-    if len(key) < MIN_SECRET_LENGTH:
+    if len(key) < MIN_SECRET_LENGTH and not placeholder_ok:
         raise OpenRouterError(
             f"the API key has {len(key)} characters; one shorter than {MIN_SECRET_LENGTH} cannot be kept out of the output",
             code="bad_api_key",

@@ -32,7 +32,7 @@ from ..models import AssistantTurn
 from ..profiles import get_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile
 from ..usage_stats import TokenCountTally
-from .client import DEFAULT_BASE_URL, Fetched, checked_api_key, fetch, make_client, retry_after_200
+from .client import DEFAULT_BASE_URL, Fetched, checked_api_key, fetch, is_openrouter, make_client, retry_after_200, secret_of
 from .errors import InvalidResponseError, OpenRouterError, holds_secret, redact_text, refuses_the_account
 from .options import RequestOptions, request_kwargs
 from .output import OutputFile, without_secret
@@ -486,11 +486,13 @@ def run_generate(
 
     err_stream = stderr if stderr is not None else sys.stderr
     options = config.options
-    api_key = checked_api_key(api_key)  # a key no request can carry would make every prompt an error row
+    # a key no request can carry would make every prompt an error row; a self-hosted server takes a placeholder
+    api_key = checked_api_key(api_key, placeholder_ok=not is_openrouter(config.base_url))
+    secret = secret_of(api_key)
     check_input(config.prompts, "prompts")
     refuse_output_is_input(config.output, [config.prompts])
-    items = read_prompts(config.prompts, secret=api_key)
-    out = OutputFile(config.output, fsync=config.fsync, secret=api_key)
+    items = read_prompts(config.prompts, secret=secret)
+    out = OutputFile(config.output, fsync=config.fsync, secret=secret)
     out.lock_existing()  # a rival run on the same file is refused now, not after the tokenizer has loaded
     try:
         # A bad --tokenizer fails here, before the output is created or changed.
@@ -519,7 +521,7 @@ def run_generate(
 
         counts = {"ok": 0, "errors": 0, "written": 0}
         tally = TokenCountTally()
-        budget = _Spend(config.max_cost, api_key)
+        budget = _Spend(config.max_cost, secret)
         tokens = 0
         started = time.monotonic()
         bar = tqdm(total=len(todo), unit="prompt", file=err_stream, disable=not (config.progress and todo), dynamic_ncols=True)

@@ -106,7 +106,10 @@ def test_progress_bar_shows_rate_errors_and_spend(fake: FakeOpenRouter, tmp_path
 
 def test_missing_api_key_is_a_usage_error(fake: FakeOpenRouter, tmp_path: Path) -> None:
     prompts = write_prompts(tmp_path / "p.jsonl", [user_prompt("x", "a")])
-    result = subprocess.run(generate_cmd(prompts, tmp_path / "o.jsonl", fake), env=child_env(None), check=False, capture_output=True, timeout=60)
+    # OpenRouter's own URL (the last --base-url wins): it needs a key; a self-hosted server does not
+    # (tests/openrouter/test_local_server_key.py)
+    command = [*generate_cmd(prompts, tmp_path / "o.jsonl", fake), "--base-url", "https://openrouter.ai/api/v1"]
+    result = subprocess.run(command, env=child_env(None), check=False, capture_output=True, timeout=60)
     assert result.returncode == 2
     assert b"OPENROUTER_API_KEY" in result.stderr
     assert not fake.seen()

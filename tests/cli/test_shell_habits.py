@@ -1,0 +1,51 @@
+"""The command behaves like the shell tools users know: ``python -m kimi_recon`` runs it, and a reader that goes
+away early (``| head``) ends it quietly, with the status a shell gives a tool that SIGPIPE ended."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import version
+from importlib.resources import files
+from pathlib import Path
+
+
+def test_python_dash_m_runs_the_command() -> None:
+    done = subprocess.run([sys.executable, "-m", "kimi_recon", "--version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and version("kimi-recon") in done.stdout
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
+    sample = str(files("kimi_recon") / "data" / "sample" / "k2.5-dev-sample.jsonl")
+    script = f'"{sys.executable}" -m kimi_recon reconstruct "{sample}" 2>err.txt | head -c 100 >/dev/null; echo "${{PIPESTATUS[0]}}"; cat err.txt'
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True, cwd=_tmp())
+    status, *stderr = done.stdout.splitlines()
+    assert status == "141"
+    assert not any("Broken pipe" in line or "Traceback" in line for line in stderr), stderr
+
+
+def _tmp() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp()
+
+
+def test_a_bad_option_stops_every_command_before_any_output(tmp_path: Path) -> None:
+    """One rule: ``reconstruct --profile`` with a name that is no profile wrote a file of error rows over the old
+    output and exited 1; now it stops with exit 2 and a hint, as audit and build-samples do, and the old output
+    stays as it was."""
+    from kimi_recon.cli import main
+
+    sample = str(files("kimi_recon") / "data" / "sample" / "k2.5-dev-sample.jsonl")
+    out = tmp_path / "out.jsonl"
+    for command, options in [
+        (["reconstruct", sample, "-o", str(out)], ["--profile", "kimi-k2.5-thinking"]),
+        (["reconstruct", sample, "-o", str(out)], ["--workers", "-2"]),
+        (["build-samples", sample, "-o", str(out)], ["--profile", "kimi-k2.5-thinking"]),
+        (["build-samples", sample, "-o", str(out)], ["--workers", "-2"]),
+        (["audit", sample, "--json", str(out)], ["--profile", "kimi-k9"]),
+    ]:
+        out.write_text("old\n", encoding="utf-8")
+        assert main(command + options) == 2, options
+        assert out.read_text(encoding="utf-8") == "old\n", command
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"], command
