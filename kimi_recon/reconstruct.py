@@ -24,7 +24,7 @@ from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_rendered_together, encode_segments, marker_ids, surrogate_flags
-from .servers import ServerProfile, get_server, losses_of_shape, server_losses
+from .servers import IDS_FIELDS_AS_GENERATED, ServerProfile, get_server, losses_of_shape, server_losses
 from .tokenizer import KimiTokenizer, checked_tokenizer, tokenizer_for_profile
 from .usage_check import Convention, reported_counts
 
@@ -309,6 +309,10 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
             covered = "cover the content" not in why
         code = FlagCode.LOGPROBS_USED if from_logprobs is not None else FlagCode.LOGPROBS_FALLBACK
         flags.append(Flag(code, why, "logprobs"))
+        if from_logprobs is not None and "the output without" in why and srv.losses & _END_TOKEN_HIDDEN:
+            # llama.cpp streams no logprob entry for the stop token: the one the rebuild appends is a guess.
+            hidden = losses_of_shape(turn, prof, thinking is True, srv)
+            flags.extend(flag for name, flag in hidden if name in _END_TOKEN_HIDDEN)
     if not covered and srv.losses:
         # (the turn, profile and server are checked above; a thinking flag that is not a bool gets its error there)
         lost = losses_of_shape(turn, prof, thinking, srv) if thinking is True or thinking is False else server_losses(turn, prof, thinking, srv)
@@ -316,6 +320,10 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
             ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
             flags.extend(kept)
     return Reconstruction(ids, text, tuple(flags), source, prof.name, thinking, srv.name)
+
+
+#: Losses that leave the stop token unknown (the server ends on any end token and does not say which).
+_END_TOKEN_HIDDEN = frozenset({"end_token_hidden", "k3_end_token_hidden"})
 
 
 #: Losses that always change the number of generated tokens (the text lost or added sits between special
@@ -332,6 +340,10 @@ _COUNT_VISIBLE = frozenset(
         "k3_duplicate_keys_merged",
         "k3_whitespace_dropped",
         "k3_blank_message_nulled",
+        "blank_reasoning_dropped",
+        "reasoning_unclosed",
+        "specials_emptied",
+        "k3_specials_emptied",
     }
 )
 
@@ -367,7 +379,7 @@ def _weigh_with_usage(
     conventions = [Convention(c) for c in srv.completion_conventions]
     names = {name for name, _ in lost}
     invisible = tuple(flag for name, flag in lost if name not in _COUNT_VISIBLE)
-    if not any(c.expected(len(ids)) == reported for c in conventions) and "think_end_inserted" in names:
+    if not any(c.expected(len(ids)) == reported for c in conventions) and ("think_end_inserted" in names or "reasoning_unclosed" in names):
         end = prof.think_end_token_id
         if end is not None and end in ids and any(c.expected(len(ids) - 1) == reported for c in conventions):
             at = ids.index(end)
@@ -399,7 +411,13 @@ def _ids_from_server(turn: AssistantTurn, rendered_ids: list[int], tok: KimiToke
     if not got:
         return None, Flag(FlagCode.SERVER_TOKEN_IDS_UNUSABLE, "the list is empty; the ids were rendered instead", field)
     note = ""
-    if not turn.truncated and got[-1] != prof.stop_token_id and rendered_ids and rendered_ids[-1] == prof.stop_token_id:
+    if (
+        not turn.truncated
+        and field not in IDS_FIELDS_AS_GENERATED
+        and got[-1] != prof.stop_token_id
+        and rendered_ids
+        and rendered_ids[-1] == prof.stop_token_id
+    ):
         got, note = [*got, prof.stop_token_id], f"; the stop token {prof.stop_token} was appended (the list ended without it)"
     if got == rendered_ids:
         return got, Flag(FlagCode.SERVER_TOKEN_IDS_USED, f"the server's generated ids, identical to the rendered turn{note}", field)

@@ -533,7 +533,8 @@ def _server_ids(resp: Mapping[str, Any], ch: Mapping[str, Any], where: str | Non
 
     vLLM writes ``choices[i].token_ids`` and ``prompt_token_ids`` (on the response); SGLang
     ``choices[i].response_token_ids`` and ``choices[i].prompt_token_ids``, or, asked through ``sglext``,
-    ``sglext.output_ids[i]`` and ``sglext.input_ids`` (on the choice or the response). A value of another
+    ``sglext.output_ids[i]`` and ``sglext.input_ids`` (on the choice or the response); llama.cpp
+    ``__verbose.tokens`` (on the response). A value of another
     shape is kept as found so the rebuild can say it was unusable."""
     out: dict[str, Any] = {}
     for name in _CHOICE_OUTPUT_IDS:
@@ -549,6 +550,13 @@ def _server_ids(resp: Mapping[str, Any], ch: Mapping[str, Any], where: str | Non
                 pick = ids[index] if isinstance(index, int) and 0 <= index < len(ids) and isinstance(ids[0], list) else ids
                 out["server_token_ids"], out["server_token_ids_field"] = pick, _at(at, "sglext.output_ids") or "sglext.output_ids"
                 break
+        else:
+            # llama.cpp's llama-server, asked "return_tokens" + "verbose": every generated id, the stop token
+            # included (a streamed answer's list is empty: no ids there).
+            verbose = resp.get("__verbose")
+            tokens = verbose.get("tokens") if isinstance(verbose, Mapping) else None
+            if tokens:
+                out["server_token_ids"], out["server_token_ids_field"] = tokens, "__verbose.tokens"
     for holder in (ch, resp):
         prompt = holder.get("prompt_token_ids")
         ext = holder.get("sglext")

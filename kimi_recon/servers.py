@@ -142,6 +142,29 @@ def _boundary_space(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> S
     return ("reasoning", "content") if in_reasoning else ("content",)
 
 
+def _blank_reasoning(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    """Thinking on, no reasoning text: the model may have written whitespace the parser dropped."""
+    return ("reasoning",) if thinking and prof.thinking_style == "prompt_opens" and _blank(turn.reasoning) else ()
+
+
+def _reasoning_alone(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    """A finished K2.5 turn of reasoning only: llama.cpp returns it so with or without the model's </think>."""
+    opened = thinking and prof.thinking_style == "prompt_opens" and not turn.truncated
+    return ("reasoning",) if opened and bool(turn.reasoning) and not turn.tool_calls and _blank(turn.content) else ()
+
+
+def _finished(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return ("content",) if not turn.truncated else ()
+
+
+def _every(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return ("content",)
+
+
+def _cut(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    return ("content",) if turn.truncated else ()
+
+
 #: How often each loss that no token count can show hit the model's own text: Moonshot's official dev turns
 #: (tests/data/golden/official-*-dev) through the real parsers of every measured build, counted once a turn
 #: (``tests/servers_measure.py``: :func:`loss_frequencies`; a test keeps these figures equal to the goldens').
@@ -197,6 +220,31 @@ LOSSES: Final[Mapping[str, ParserLoss]] = dict(
         _loss("k3_whitespace_dropped", "k3", "whitespace between tags and text after the tools block is dropped", _calls),
         _loss("k3_blank_message_nulled", "k3", "a whitespace-only answer comes back as null or empty", _content_empty),
         _loss("spaces_around_markers", "k2", _SPACED, _boundary_space),
+        _loss("blank_reasoning_dropped", "k2", "whitespace-only reasoning is dropped with its </think>", _blank_reasoning),
+        _loss(
+            "reasoning_unclosed",
+            "k2",
+            "reasoning with no </think> comes back as reasoning; the rebuild writes a </think> the model may not have written",
+            _reasoning_alone,
+        ),
+        _loss("specials_emptied", "k2", "special tokens other than the Kimi markers come back as empty text", _every),
+        _loss("k3_specials_emptied", "k3", "special tokens other than the Kimi markers come back as empty text", _every),
+        _loss("cut_marker_dropped", "k2", "a turn cut by the length limit loses a trailing marker", _cut),
+        _loss("k3_cut_marker_dropped", "k3", "a turn cut by the length limit loses a trailing marker", _cut),
+        _loss(
+            "end_token_hidden",
+            "k2",
+            "generation ends on any end token ([EOS], [EOT], [PAD] or <|im_end|>) and the message does not say which; "
+            "the rebuild writes <|im_end|>",
+            _finished,
+        ),
+        _loss(
+            "k3_end_token_hidden",
+            "k3",
+            "generation ends on any end token ([EOS], [EOT], [PAD] or <|end_of_msg|>) and the message does not say which; "
+            "the rebuild writes <|end_of_msg|>",
+            _finished,
+        ),
         _loss("k3_spaces_around_markers", "k3", _SPACED, _boundary_space),
     ]
 )
@@ -228,6 +276,18 @@ class ServerProfile:
 _COUNTS_EVERY_ID = frozenset({"exact"})
 _VLLM_IDS = ("token_ids",)
 _SGLANG_IDS = ("response_token_ids", "sglext.output_ids")
+#: llama.cpp's ``"return_tokens": true, "verbose": true``: every generated id, the stop token included (non-streamed
+#: answers; a streamed one's list is empty). Its logprob entries carry each token's ``id`` too.
+_LLAMACPP_IDS = ("__verbose.tokens",)
+#: Fields whose list is every generated id as generated: the stop token is there when one was generated, and
+#: absent when none was (llama.cpp ends a turn whose GBNF grammar is complete without one), so nothing is appended.
+IDS_FIELDS_AS_GENERATED: Final[frozenset[str]] = frozenset(_LLAMACPP_IDS)
+_LLAMACPP_LOSSES = (
+    "whitespace_stripped", "text_between_calls_dropped", "blank_content_nulled", "blank_message_nulled",
+    "think_end_inserted", "blank_arguments_to_object", "calls_dropped", "blank_reasoning_dropped", "reasoning_unclosed",
+    "specials_emptied", "cut_marker_dropped", "end_token_hidden",
+    *_K3_COMMON, "k3_specials_emptied", "k3_cut_marker_dropped", "k3_end_token_hidden",
+)
 
 SERVERS: Final[Mapping[str, ServerProfile]] = {
     "vllm==0.15.1": ServerProfile(
@@ -251,18 +311,33 @@ SERVERS: Final[Mapping[str, ServerProfile]] = {
         _COUNTS_EVERY_ID,
         _SGLANG_IDS,
     ),
+    "llama.cpp==11434": ServerProfile(
+        "llama.cpp==11434",
+        "llama.cpp llama-server b11434 (common/parsers kimi-k2.cpp, kimi-k3.cpp; PEG parser: output it cannot match "
+        "is an HTTP 500), usage.completion_tokens counts every generated id",
+        frozenset(_LLAMACPP_LOSSES),
+        _COUNTS_EVERY_ID,
+        _LLAMACPP_IDS,
+    ),
 }
 #: The newest known release of each server.
-_NEWEST: Final[Mapping[str, str]] = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23"}
+_NEWEST: Final[Mapping[str, str]] = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23", "llama.cpp": "llama.cpp==11434"}
 #: Losses that can hit any turn, a plain answer too (a dropped call leaves no trace in the message).
-_ANY_TURN: Final[frozenset[str]] = frozenset({"calls_dropped", "k3_calls_dropped"})
+_ANY_TURN: Final[frozenset[str]] = frozenset(
+    {"calls_dropped", "k3_calls_dropped", "specials_emptied", "k3_specials_emptied", "end_token_hidden", "k3_end_token_hidden"}
+)
+#: Losses only llama.cpp's parsers cause; an unnamed answer is put to them when it shows llama.cpp's ``timings``
+#: (:func:`detect_server`), not otherwise (they would flag every cut or thinking turn of every other server).
+_LLAMACPP_ONLY: Final[frozenset[str]] = frozenset(
+    {"blank_reasoning_dropped", "reasoning_unclosed", "cut_marker_dropped", "k3_cut_marker_dropped"}
+)
 #: A server that may lose whatever any known parser loses, counting any known way (the default), except the
 #: losses that can hit any turn: flagging every plain answer of every unnamed source would bury the flags that
 #: say something. A named (or detected) server flags them where no usage count rules them out.
 UNKNOWN: Final[ServerProfile] = ServerProfile(
     "unknown",
     "not named: may lose whatever any known server parser loses on a turn of this shape",
-    frozenset(LOSSES) - _ANY_TURN,
+    frozenset(LOSSES) - _ANY_TURN - _LLAMACPP_ONLY,
     frozenset(),
     tuple(dict.fromkeys(f for s in SERVERS.values() for f in s.token_ids_fields)),
 )
@@ -343,9 +418,10 @@ _VLLM_TOOL_ID = re.compile(r"chatcmpl-tool-[0-9a-f]+")
 def detect_server(response: object) -> str | None:
     """The server a chat completion reveals, when it does reliably, else None.
 
-    SGLang writes ``matched_stop``, ``response_token_ids`` or ``sglext`` on its choices; vLLM ``stop_reason``
+    SGLang writes ``matched_stop``, ``response_token_ids`` or ``sglext`` on its choices; llama.cpp's llama-server
+    a top-level ``timings`` (``predicted_n``, ``prompt_n``) and, asked, ``__verbose``; vLLM ``stop_reason``
     or ``token_ids``, and issues ``chatcmpl-tool-…`` call ids (0.15.1 for K2, later builds for K3). The build
-    does not show, so what is found is the family: ``"sglang*"`` or ``"vllm*"``, every known build of it
+    does not show, so what is found is the family: ``"sglang*"``, ``"llama.cpp*"`` or ``"vllm*"``, every known build of it
     (:func:`get_server` reads these names).
     """
     if not isinstance(response, Mapping):
@@ -356,6 +432,8 @@ def detect_server(response: object) -> str | None:
         return None
     if "matched_stop" in choice or "response_token_ids" in choice or "sglext" in choice or "sglext" in response:
         return "sglang*"
+    if _llamacpp_timings(response.get("timings")) or "__verbose" in response:
+        return "llama.cpp*"
     message = choice.get("message")
     calls = message.get("tool_calls") if isinstance(message, Mapping) else None
     vllm_ids = isinstance(calls, list) and any(
@@ -364,6 +442,11 @@ def detect_server(response: object) -> str | None:
     if vllm_ids or "stop_reason" in choice or "token_ids" in choice:
         return "vllm*"
     return None
+
+
+def _llamacpp_timings(timings: object) -> bool:
+    """llama-server's ``timings`` object (``predicted_n``, ``prompt_n``, ...), which no other known server writes."""
+    return isinstance(timings, Mapping) and "predicted_n" in timings and "prompt_n" in timings
 
 
 def server_flags(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[Flag, ...]:

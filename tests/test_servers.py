@@ -44,7 +44,11 @@ def test_every_server_names_only_known_losses_and_unknown_may_lose_them_all() ->
     for server in SERVERS.values():
         assert server.losses <= set(LOSSES), server.name
         assert server.completion_conventions <= {"exact", "without_stop", "with_eos"}
-    assert UNKNOWN.losses == set(LOSSES) - {"calls_dropped", "k3_calls_dropped"} and UNKNOWN.completion_conventions == frozenset()
+    # Not put to an unnamed answer: the losses of any turn, and llama.cpp's own (a llama.cpp answer shows its
+    # ``timings`` and is detected instead).
+    any_turn = {"calls_dropped", "k3_calls_dropped", "specials_emptied", "k3_specials_emptied", "end_token_hidden", "k3_end_token_hidden"}
+    llamacpp_only = {"blank_reasoning_dropped", "reasoning_unclosed", "cut_marker_dropped", "k3_cut_marker_dropped"}
+    assert UNKNOWN.losses == set(LOSSES) - any_turn - llamacpp_only and UNKNOWN.completion_conventions == frozenset()
     assert NO_SERVER.losses == frozenset()
 
 

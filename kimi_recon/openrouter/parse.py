@@ -270,7 +270,7 @@ def assemble_stream(chunks: Iterable[Any], *, sample: object = None) -> dict[str
         acc.chunks += 1
         if chunk.get("error") is not None:
             raise error_from_object(chunk["error"], kind="stream", response=acc.response(), sample=sample)
-        for field in ("id", "model", "provider", "created", "system_fingerprint"):
+        for field in ("id", "model", "provider", "created", "system_fingerprint", "timings"):
             if chunk.get(field) is not None:
                 acc.top[field] = chunk[field]
         if chunk.get("usage") is not None:

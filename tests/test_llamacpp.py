@@ -1,0 +1,169 @@
+"""llama.cpp's llama-server: its answers read as the server's own ids, its losses as data, and a live run.
+
+The golden answers (tests/data/llama.cpp/, written by scripts/llamacpp/conformance.py from a real llama-server
+built from the pinned sdist, a tiny Kimi GGUF) carry the ids each answer generated (``__verbose.tokens``). The live
+tests start that server on 127.0.0.1: under CI they fail when it cannot be built or started (CI=true), elsewhere
+they skip when the binary is not cached (scripts/llamacpp/build_server.sh builds it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kimi_recon
+from kimi_recon.errors import LogprobsError
+from kimi_recon.logprobs import ids_from_logprobs
+from kimi_recon.servers import SERVERS, detect_server, get_server
+from kimi_recon.tokenizer import load_tokenizer
+
+sys.path.insert(0, str(Path(__file__).parent))
+import llamacpp_measure as measure
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "llamacpp"
+IM_END, EOT, THINK_END = 163586, 163593, 163607
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    return measure.load_rows()
+
+
+# -- the golden answers, rechecked ------------------------------------------------------------------------
+
+
+def test_goldens_cover_every_turn_shape(rows: list[dict[str, Any]]) -> None:
+    ids = {r["case_id"] for r in rows}
+    for part in ("tools-required", "tools-auto", "think=True", "think=False", "grammar/reasoning_into_tools", "grammar/ws_reasoning", "/cut/", "kimi-k3/", "-random/"):
+        assert any(part in i for i in ids), part
+    assert {r["stream"] for r in rows} == {True, False}
+    with_truth = [r for r in rows if not r["stream"] and r["status"] == 200]
+    assert len(with_truth) >= 60 and all(r["true_ids"] for r in with_truth)
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_no_silent_wrong_ids_from_the_message_alone(rows: list[dict[str, Any]], named: bool) -> None:
+    got = measure.measure(rows, as_returned=False, server_named=named)
+    assert [o.case_id for o in got if o.outcome in ("silent_wrong", "refused")] == []
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_every_non_streamed_answer_as_returned_gives_its_exact_ids(rows: list[dict[str, Any]], named: bool) -> None:
+    got = {o.case_id: o for o in measure.measure(rows, as_returned=True, server_named=named)}
+    assert [o.case_id for o in got.values() if o.outcome == "silent_wrong"] == []
+    for row in rows:
+        if not row["stream"] and row["status"] == 200:
+            assert got[row["case_id"]].outcome in ("exact", "exact_flagged"), row["case_id"]
+            assert "server_token_ids_used" in got[row["case_id"]].flag_codes
+
+
+# -- reading llama.cpp's answers ----------------------------------------------------------------------------
+
+
+def _answer(**extra: Any) -> dict[str, Any]:
+    return {
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": " Sunny."}}],
+        "usage": {"completion_tokens": 4, "prompt_tokens": 9},
+        "timings": {"prompt_n": 9, "predicted_n": 4},
+        **extra,
+    }
+
+
+def test_llamacpp_is_known_with_its_ids_field_and_exact_count() -> None:
+    prof = get_server("llama.cpp")
+    assert prof is SERVERS["llama.cpp==11434"]
+    assert prof.token_ids_fields == ("__verbose.tokens",) and prof.completion_conventions == {"exact"}
+    assert {"end_token_hidden", "reasoning_unclosed", "blank_reasoning_dropped", "specials_emptied"} <= prof.losses
+
+
+def test_timings_reveal_llamacpp_and_other_answers_do_not() -> None:
+    assert detect_server(_answer()) == "llama.cpp*"
+    plain = _answer()
+    del plain["timings"]
+    assert detect_server(plain) is None
+
+
+def test_verbose_tokens_are_read_as_the_servers_ids_with_no_stop_appended() -> None:
+    # The model stopped on [EOT], not <|im_end|>: the server's list is taken as generated.
+    tok = load_tokenizer()
+    ids = [*tok.encode(" Sunny."), EOT]
+    turn = kimi_recon.turn_from_response(_answer(__verbose={"tokens": ids}))
+    recon = kimi_recon.reconstruct_output_ids(turn, thinking=False, server="llama.cpp")
+    assert list(recon.ids) == ids and recon.source == "server_token_ids"
+
+
+def test_from_the_message_alone_a_llamacpp_stop_is_flagged_as_unknown() -> None:
+    turn = kimi_recon.turn_from_response(_answer())
+    recon = kimi_recon.reconstruct_output_ids(turn, thinking=False)  # detected by its timings
+    assert list(recon.ids)[-1] == IM_END
+    assert any("end_token_hidden" in f.message for f in recon.flags)
+
+
+def test_logprob_entries_are_read_by_their_id_and_a_merged_utf8_entry_is_refused() -> None:
+    tok = load_tokenizer()
+    tian = tok.encode("天")
+    assert len(tian) == 1
+    entries = [{"id": 220, "token": " ", "bytes": [32]}, {"id": tian[0], "token": "天", "bytes": list("天".encode())}, {"id": IM_END, "token": "", "bytes": []}]
+    assert ids_from_logprobs(entries, tok) == [220, tian[0], IM_END]
+    # llama.cpp merges a token ending inside a UTF-8 character into the next entry: the id then spells less.
+    two = tok.encode(" 天气 ✓")
+    merged = [{"id": two[-1], "token": "✓", "bytes": list(" ✓".encode())}]
+    if tok.decode_bytes([two[-1]]) != " ✓".encode():
+        with pytest.raises(LogprobsError) as err:
+            ids_from_logprobs(merged, tok)
+        assert "merged" in err.value.message
+
+
+# -- the live server ----------------------------------------------------------------------------------------
+
+
+def _script(name: str) -> Any:
+    """A module of scripts/llamacpp (not a package: put on the path, as its scripts do)."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    return importlib.import_module(name)
+
+
+def _live_server_available() -> bool:
+    return bool((_script("server").cache_dir() / "bin" / "llama-server").exists())
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not _live_server_available():
+        if os.environ.get("CI") == "true":
+            pytest.fail("llama-server is not built: .ci/run runs scripts/llamacpp/build_server.sh first")
+        pytest.skip("llama-server not built (bash scripts/llamacpp/build_server.sh)")
+    llama = _script("server")
+    srv = llama.start(llama.gguf("kimi-k2.5"), tmp_path_factory.mktemp("llama") / "server.log")
+    try:
+        yield srv
+    finally:
+        llama.stop(srv)
+
+
+def test_live_answers_rebuild_to_the_ids_the_server_generated(live: Any) -> None:
+    conformance, llama = _script("conformance"), _script("server")
+    checked = 0
+    for case_id, profile, thinking, body in conformance.cases():
+        if profile != "kimi-k2.5" or checked >= 12:
+            continue
+        status, answer = llama.post(live, "/v1/chat/completions", {**body, "stream": False})
+        if status != 200:
+            continue
+        truth = answer["__verbose"]["tokens"]
+        turn = kimi_recon.turn_from_response(answer)
+        recon = kimi_recon.reconstruct_output_ids(turn, profile=profile, thinking=thinking, server="llama.cpp")
+        assert list(recon.ids) == truth, case_id
+        alone = {k: v for k, v in answer.items() if k != "__verbose"}
+        alone["choices"] = [{k: v for k, v in c.items() if k != "logprobs"} for c in answer["choices"]]
+        from_message = kimi_recon.reconstruct_output_ids(kimi_recon.turn_from_response(alone), profile=profile, thinking=thinking)
+        assert list(from_message.ids) == truth or from_message.flags, case_id
+        checked += 1
+    assert checked >= 10
