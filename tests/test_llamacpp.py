@@ -9,8 +9,12 @@ they skip when the binary is not cached (scripts/llamacpp/build_server.sh builds
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,3 +171,77 @@ def test_live_answers_rebuild_to_the_ids_the_server_generated(live: Any) -> None
         assert list(from_message.ids) == truth or from_message.flags, case_id
         checked += 1
     assert checked >= 10
+
+
+# -- kimi-recon generate --base-url against the running llama-server ------------------------------------------
+
+
+def _prompts(path: Path, n: int) -> None:
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    lines = []
+    for i in range(n):
+        prompt: dict[str, Any] = {"id": f"p{i}", "messages": [{"role": "user", "content": f"Weather in city {i}?"}]}
+        if i % 2:
+            prompt["tools"] = [weather]
+        lines.append(json.dumps(prompt))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _generate(live: Any, prompts: Path, log: Path, *extra: str) -> subprocess.Popen[str]:
+    # A local server needs no OpenRouter key: none is passed.
+    env = {k: v for k, v in os.environ.items() if k != "OPENROUTER_API_KEY"}
+    cmd = [
+        sys.executable, "-m", "kimi_recon", "generate", str(prompts), "-o", str(log), "--base-url", f"{live.base_url}/v1",
+        "--server", "llama.cpp", "--max-tokens", "40", "--seed", "1", "--concurrency", "1", "-q", *extra,
+    ]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _rows(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_generate_against_llamacpp_rebuilds_the_servers_ids_resumes_streams_and_exports(live: Any, tmp_path: Path) -> None:
+    prompts, log = tmp_path / "prompts.jsonl", tmp_path / "log.jsonl"
+    _prompts(prompts, 40)
+    # Killed after its first rows: the rerun sends only what is missing, one row per prompt in the end.
+    proc = _generate(live, prompts, log, "--return-token-ids", "--logprobs", "--top-logprobs", "1", "--training-sample")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not log.exists() or len(_rows(log)) < 3) and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = {r["id"] for r in _rows(log)}
+    rerun = _generate(live, prompts, log, "--return-token-ids", "--logprobs", "--top-logprobs", "1", "--training-sample")
+    _, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    rows = _rows(log)
+    assert sorted(r["id"] for r in rows) == sorted(f"p{i}" for i in range(40)) and 0 < len(done_before) < 40
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) >= 30
+    for row in ok:
+        # The rebuilt ids are the ones the server generated (its __verbose.tokens), said so.
+        assert row["output_ids"] == row["response"]["__verbose"]["tokens"], row["id"]
+        assert row["output_source"] == "server_token_ids"
+    # Streamed (a stream has no __verbose ids, and llama.cpp refuses logprobs with tools there: the message
+    # alone): same seeds, so the same ids or a flag that says they may differ.
+    slog = tmp_path / "stream.jsonl"
+    sproc = _generate(live, prompts, slog, "--stream")
+    _, err = sproc.communicate(timeout=300)
+    assert sproc.returncode == 0, err
+    truth = {r["id"]: r["output_ids"] for r in ok}
+    streamed = [r for r in _rows(slog) if r["status"] == "ok" and r["id"] in truth]
+    assert len(streamed) >= 20
+    for row in streamed:
+        risky = [f for f in row["flags"] if f["severity"] in ("risk", "loss")]
+        assert row["output_ids"] == truth[row["id"]] or risky, row["id"]
+    # export: the trainers' rows, one per ok prompt.
+    samples = tmp_path / "samples.jsonl"
+    exported = subprocess.run([sys.executable, "-m", "kimi_recon", "export", str(log), "-o", str(samples), "-q"], capture_output=True, text=True, check=False)
+    assert exported.returncode in (0, 1), exported.stderr
+    by_id = {r["id"]: r for r in ok}
+    trained = _rows(samples)
+    assert len(trained) == len(ok)
+    for sample in trained:
+        generated = by_id[sample["id"]]["output_ids"]
+        assert sample["input_ids"][sample["prompt_len"] :] == generated  # the server's own ids, [EOT] stops too

@@ -156,7 +156,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--return-token-ids",
         action="store_true",
-        help="self-hosted vLLM/SGLang (--base-url): ask for the generated token ids (return_token_ids); they become "
+        help="self-hosted vLLM/SGLang/llama.cpp (--base-url): ask for the generated token ids (return_token_ids; llama.cpp: return_tokens + verbose); they become "
         "the rebuilt ids, exact even where the server's parsers lost text",
     )
 

@@ -158,6 +158,10 @@ def request_kwargs(prompt: Prompt, options: RequestOptions) -> dict[str, Any]:
         extra["provider"] = dict(options.provider)
     if options.return_token_ids:
         extra["return_token_ids"] = True  # vLLM: choices[].token_ids; SGLang: choices[].response_token_ids
+        # llama.cpp's llama-server: every generated id, the stop token included, in __verbose.tokens (others
+        # ignore these two fields)
+        extra["return_tokens"] = True
+        extra["verbose"] = True
     extra.update(options.extra_body)
     kwargs["extra_body"] = extra
     return kwargs
