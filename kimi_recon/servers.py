@@ -175,6 +175,10 @@ LOSS_SEEN: Final[Mapping[str, tuple[int, int, str]]] = {
     "k3_values_respelled": (0, 45, "official K3 turns with numbers in arguments"),
     "k3_calls_renumbered": (0, 29, "official K3 turns with several calls"),
     "k3_spaces_around_markers": (0, 12, "official K3 turns with a field starting or ending with a space"),
+    # llama.cpp's: the stop token of every official dev turn (tests/data/golden/official-*-dev/turns.jsonl;
+    # tests/test_llamacpp.py recounts them), which no server parser touches.
+    "end_token_hidden": (0, 120, "official K2.5 turns ended by another end token than <|im_end|>"),
+    "k3_end_token_hidden": (0, 120, "official K3 turns ended by another end token than <|end_of_msg|>"),
 }
 
 

@@ -4,8 +4,8 @@ Each row is one answer of llama.cpp's llama-server (built from the pinned sdist,
 scripts/llamacpp/) with the ids it generated (``true_ids``: its ``__verbose.tokens``; a streamed answer's truth is
 its non-streamed twin's, the same seeded request). An answer is rebuilt from the message alone (``logprobs`` and
 ``__verbose`` removed, ``usage`` kept) or as returned, with the server named (``server="llama.cpp"``) or not.
-Outcomes: ``exact`` (no flag but the informational ones), ``exact_flagged``, ``flagged`` (ids differ, a flag says
-so), ``silent_wrong`` (ids differ, nothing says so), ``refused`` (a named error), ``server_error`` (HTTP 500).
+Outcomes: ``exact`` (no flag of severity risk or loss), ``exact_flagged`` (exact, with one), ``flagged`` (ids differ,
+a flag above info says so), ``silent_wrong`` (ids differ, nothing says so), ``refused`` (a named error), ``server_error`` (HTTP 500).
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from typing import Any
 
 import kimi_recon
 from kimi_recon.errors import KimiReconError
+from kimi_recon.flags import Severity, severity_of
 from kimi_recon.openrouter.parse import turn_from_stream
 
 GOLDEN_DIR = Path(__file__).parent / "data" / "llama.cpp"
 OUTCOMES = ("exact", "exact_flagged", "flagged", "silent_wrong", "refused", "server_error")
-#: Flags that say where the ids came from, not that they may be wrong.
-INFORMATIONAL = frozenset({"server_token_ids_used", "logprobs_used", "truncated", "truncated_tool_calls"})
+#: Flags counted as saying the ids may be wrong: severity risk or loss (info says how the ids were obtained;
+#: unlikely, a loss the model's own text rarely meets; ``truncated`` only that the turn was cut).
+def _risky(code: str) -> bool:
+    return code not in ("truncated", "truncated_tool_calls") and severity_of(code) >= Severity.RISK
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,12 @@ def measure(rows: list[dict[str, Any]], *, as_returned: bool, server_named: bool
         except KimiReconError as err:
             out.append(Outcome(case_id, "refused", (type(err).__name__,)))
             continue
-        risky = tuple(c for c in codes if c not in INFORMATIONAL)
         if ids == truth[case_id]:
-            out.append(Outcome(case_id, "exact_flagged" if risky else "exact", tuple(codes)))
+            out.append(Outcome(case_id, "exact_flagged" if any(map(_risky, codes)) else "exact", tuple(codes)))
         else:
-            out.append(Outcome(case_id, "flagged" if risky else "silent_wrong", tuple(codes)))
+            # Wrong ids with any flag above info (unlikely included) are flagged; with none, silent.
+            said = any(severity_of(c) > Severity.INFO for c in codes)
+            out.append(Outcome(case_id, "flagged" if said else "silent_wrong", tuple(codes)))
     return out
 
 

@@ -86,6 +86,17 @@ def test_llamacpp_is_known_with_its_ids_field_and_exact_count() -> None:
     assert {"end_token_hidden", "reasoning_unclosed", "blank_reasoning_dropped", "specials_emptied"} <= prof.losses
 
 
+def test_the_end_token_frequency_is_the_official_turns_stop_tokens() -> None:
+    from kimi_recon.servers import LOSS_SEEN, LOSSES
+
+    golden = Path(__file__).parent / "data" / "golden"
+    for name, folder in (("end_token_hidden", "official-k2.5-dev"), ("k3_end_token_hidden", "official-k3-dev")):
+        turns = [json.loads(line) for line in (golden / folder / "turns.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+        other_end = sum(1 for t in turns if t["output_ids"][-1] != IM_END)  # 163586 is <|end_of_msg|> in K3
+        assert LOSS_SEEN[name][:2] == (other_end, len(turns)), name
+        assert LOSSES[name].seen_text is not None
+
+
 def test_timings_reveal_llamacpp_and_other_answers_do_not() -> None:
     assert detect_server(_answer()) == "llama.cpp*"
     plain = _answer()
@@ -207,11 +218,12 @@ def test_generate_against_llamacpp_rebuilds_the_servers_ids_resumes_streams_and_
     # Killed after its first rows: the rerun sends only what is missing, one row per prompt in the end.
     proc = _generate(live, prompts, log, "--return-token-ids", "--logprobs", "--top-logprobs", "1", "--training-sample")
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not log.exists() or len(_rows(log)) < 3) and proc.poll() is None:
+    while time.monotonic() < deadline and (not log.exists() or log.read_bytes().count(b"\n") < 3) and proc.poll() is None:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    done_before = {r["id"] for r in _rows(log)}
+    # (a row cut by the kill is not counted: the rerun mends it)
+    done_before = {json.loads(line)["id"] for line in log.read_text(encoding="utf-8").split("\n")[:-1] if line.strip()}
     rerun = _generate(live, prompts, log, "--return-token-ids", "--logprobs", "--top-logprobs", "1", "--training-sample")
     _, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err
@@ -224,7 +236,7 @@ def test_generate_against_llamacpp_rebuilds_the_servers_ids_resumes_streams_and_
         assert row["output_ids"] == row["response"]["__verbose"]["tokens"], row["id"]
         assert row["output_source"] == "server_token_ids"
     # Streamed (a stream has no __verbose ids, and llama.cpp refuses logprobs with tools there: the message
-    # alone): same seeds, so the same ids or a flag that says they may differ.
+    # alone): same seeds, so the same ids or a flag above info that says they may differ.
     slog = tmp_path / "stream.jsonl"
     sproc = _generate(live, prompts, slog, "--stream")
     _, err = sproc.communicate(timeout=300)
@@ -233,8 +245,8 @@ def test_generate_against_llamacpp_rebuilds_the_servers_ids_resumes_streams_and_
     streamed = [r for r in _rows(slog) if r["status"] == "ok" and r["id"] in truth]
     assert len(streamed) >= 20
     for row in streamed:
-        risky = [f for f in row["flags"] if f["severity"] in ("risk", "loss")]
-        assert row["output_ids"] == truth[row["id"]] or risky, row["id"]
+        said = [f for f in row["flags"] if f["severity"] != "info"]
+        assert row["output_ids"] == truth[row["id"]] or said, row["id"]
     # export: the trainers' rows, one per ok prompt.
     samples = tmp_path / "samples.jsonl"
     exported = subprocess.run([sys.executable, "-m", "kimi_recon", "export", str(log), "-o", str(samples), "-q"], capture_output=True, text=True, check=False)

@@ -26,6 +26,8 @@ def rows() -> list[dict[str, Any]]:
 def test_the_frequency_each_rare_loss_flag_carries_is_what_the_goldens_give(rows: list[Mapping[str, Any]]) -> None:
     measured = loss_frequencies(rows)
     for name, (hit, of, _) in LOSS_SEEN.items():
+        if name in ("end_token_hidden", "k3_end_token_hidden"):
+            continue  # llama.cpp's, counted on the official turns' stop tokens: tests/test_llamacpp.py
         assert measured[name] == (hit, of), name
         assert LOSSES[name].seen_text is not None and LOSSES[name].seen_text.startswith(f"{hit} of {of} ")
 
