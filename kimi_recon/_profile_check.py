@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 
 from .flags import Flag, FlagCode
-from .profiles import PROFILES, ChatProfile, profile_for_model, renders_turns_alike
+from .profiles import DEFAULT_PROFILE, PROFILES, ChatProfile, profile_for_model, renders_turns_alike
 
 #: Ids only one format's output holds. K3 ends every tag with ``<|sep|>`` (163589, a reserved slot in K2.5);
 #: K2.x writes ``</think>``, ``<think>`` and the tool-call markers, reserved slots in K3.
@@ -30,6 +30,20 @@ def model_mismatch(profile: ChatProfile, model: object) -> Flag | None:
     return Flag(
         FlagCode.PROFILE_MISMATCH,
         f"the response's model {model!r} is {named}, but the ids were rebuilt as {profile.name}; use --profile {named}",
+        "profile",
+    )
+
+
+def assumed_profile(model: object) -> Flag | None:
+    """A flag when no profile was named and the ``model`` id names no Kimi model kimi-recon knows
+    (``openai/gpt-4o``, a served-model-name of a local server), so the default format was assumed. No model id
+    at all (a stored message) is not flagged: nothing says it is another format."""
+    if not isinstance(model, str) or not model.strip() or profile_for_model(model, default=""):
+        return None
+    return Flag(
+        FlagCode.PROFILE_ASSUMED,
+        f"the response's model {model!r} names no Kimi model kimi-recon knows, so the ids were rebuilt as "
+        f"{DEFAULT_PROFILE}, the default; name the format (profile=, --profile) if the model wrote another",
         "profile",
     )
 

@@ -130,6 +130,7 @@ class FlagCode(str, enum.Enum):
     LOGPROBS_FALLBACK = "logprobs_fallback"
     # the profile against the data (kimi_recon._profile_check)
     PROFILE_MISMATCH = "profile_mismatch"  # severity: loss
+    PROFILE_ASSUMED = "profile_assumed"
     # reading a record's options (kimi_recon.record_options)
     TOOLS_NULL_FIELDS_REMOVED = "tools_null_fields_removed"
     TOOLS_WRAPPED = "tools_wrapped"  # severity: info (a chat-completions server accepts only wrapped tools)
@@ -182,6 +183,7 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.LOGPROBS_USED: _I,
     FlagCode.LOGPROBS_FALLBACK: _R,
     FlagCode.PROFILE_MISMATCH: _L,  # rebuilt in another chat format than the data's
+    FlagCode.PROFILE_ASSUMED: _R,  # no profile named and the model id names none: the default format was assumed
     FlagCode.TOOLS_WRAPPED: _I,  # a chat-completions server accepts only wrapped tools: the prompt is the one it rendered
     FlagCode.TOOLS_NULL_FIELDS_REMOVED: _I,  # the original is restored exactly
     FlagCode.COMPLETION_TOKENS_MISMATCH: _L,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -256,13 +257,48 @@ def renders_turns_alike(a: ChatProfile, b: ChatProfile) -> bool:
     return key(a) == key(b)
 
 
+#: The model families, by the id's last path segment once its variant tags are gone (:data:`_VARIANT_TAGS`):
+#: how Moonshot's API, OpenRouter, Kimi Code and self-hosted servers name them (tests/test_profile_from_model.py).
+_MODEL_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?:kimi-)?k3"), "kimi-k3"),
+    (re.compile(r"kimi-for-coding|(?:kimi-)?k2\.7-code"), "kimi-k2.7-code"),
+    (re.compile(r"(?:kimi-)?k2-thinking"), "kimi-k2-thinking"),
+    (re.compile(r"(?:kimi-)?k2\.[56]"), "kimi-k2.5"),
+    (re.compile(r"(?:kimi-)?k2(?:-instruct)?"), "kimi-k2-instruct"),
+)
+#: What a model id may carry after its family: a date (``-20260115``, ``-0905``), a serving variant
+#: (``-preview``, ``-turbo``, ``-highspeed``, ``-latest``) or a context size (``-256k``, ``-1m``).
+_VARIANT_TAGS = re.compile(r"(?:[-_](?:\d{4}|\d{6}|\d{8}|preview|turbo|highspeed|latest|\d+[km]))+$")
+
+
 def profile_for_model(model: str, default: str = DEFAULT_PROFILE) -> str:
-    """The profile of an OpenRouter-style model id (``moonshotai/kimi-k3``, ``moonshotai/kimi-k2.5:nitro``),
-    or ``default`` when the id names no known profile."""
+    """The profile of a model id as users have it (``moonshotai/kimi-k3``, ``moonshotai/kimi-k2.5:nitro``,
+    ``moonshotai/kimi-k3-20260115``, ``Kimi-K3-Preview``, ``k3[1m]``, ``kimi-for-coding``), or ``default`` when the
+    id names no Kimi model kimi-recon knows (``openai/gpt-4o``).
+
+    >>> profile_for_model("moonshotai/kimi-k3-20260115"), profile_for_model("kimi-for-coding-highspeed")
+    ('kimi-k3', 'kimi-k2.7-code')
+    >>> profile_for_model("openai/gpt-4o", default="")
+    ''
+    """
     instance_argument(model, "model", str, "a model id string")
-    name = model.lower().split(":", 1)[0]
-    for candidate in (name, name.rsplit("/", 1)[-1]):
+    instance_argument(default, "default", str, "a profile name")
+    return _family_of_model(model) or default
+
+
+@functools.lru_cache(maxsize=1024)
+def _family_of_model(model: str) -> str:
+    """:func:`profile_for_model` of a checked id, ``""`` for none (cached: a run reads one id over and over)."""
+    name = model.strip().lower().split(":", 1)[0]
+    if name.endswith("]") and "[" in name:  # Kimi Code's context tag: k3[1m]
+        name = name[: name.rindex("[")]
+    last = name.rsplit("/", 1)[-1]
+    for candidate in (name, last):
         found = _ALIASES.get(candidate, candidate)
         if found in PROFILES:
             return found
-    return default
+    bare = _VARIANT_TAGS.sub("", last)
+    for pattern, profile in _MODEL_FAMILIES:
+        if pattern.fullmatch(bare):
+            return profile
+    return ""

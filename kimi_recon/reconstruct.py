@@ -7,6 +7,7 @@ encoded on its own (see :mod:`kimi_recon.segments`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any, Literal, NamedTuple
 from ._base.arguments import bool_argument, choice_argument, instance_argument
 from ._base.reprs import ids_repr, text_repr
 from ._compare.ids import check_ids
-from ._profile_check import model_mismatch
+from ._profile_check import assumed_profile, model_mismatch
 from .errors import InvalidInputError, InvalidInputTypeError
 from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
@@ -245,7 +246,16 @@ def _rendered_for_ids(
     tok = tokenizer_for_profile(tokenizer, prof)
     srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
+    if profile is None:
+        rendered = _with_assumed_profile(rendered, turn.metadata.get("model"))
     return _PendingTurn(turn, rendered, tok, prof, thinking, srv)
+
+
+def _with_assumed_profile(rendered: RenderedTurn, model: object) -> RenderedTurn:
+    """``rendered`` with a ``profile_assumed`` flag when no profile was named and ``model`` names none (the
+    default format was assumed): the one place both the turn and the record doors say so."""
+    flag = assumed_profile(model)
+    return rendered if flag is None else dataclasses.replace(rendered, flags=(*rendered.flags, flag))
 
 
 def _encode_pending(pending: Sequence[_PendingTurn], *, per_segment_together: bool = True) -> list[list[int] | None]:

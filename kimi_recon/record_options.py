@@ -30,6 +30,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._profile_check import assumed_profile
 from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile, profile_or_model
@@ -130,8 +131,12 @@ def parse_options(
     try:
         if model is None:
             model = own.get("model")
-        prof = profile_or_model(pick("profile", profile), model)  # type: ignore[arg-type]  # checked there
+        named = pick("profile", profile)
+        prof = profile_or_model(named, model)  # type: ignore[arg-type]  # checked there
         parsed_tools, flags = _tools(pick("tools", tools), wrap=prof.format == "k2")
+        assumed = assumed_profile(model) if named is None else None
+        if assumed is not None:
+            flags = (*flags, assumed)
         return RecordOptions(
             profile=prof,
             thinking=_profile_thinking(prof, _thinking(pick("thinking", thinking))),

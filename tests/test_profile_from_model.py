@@ -149,3 +149,58 @@ def test_kimi_k27_code_outputs_are_k25_outputs_and_thinking_off_is_refused() -> 
     with pytest.raises(kimi_recon.KimiReconError, match="no non-thinking mode") as err:
         kimi_recon.reconstruct_output_ids(K25_TURNS[0]["turn"], profile="kimi-k2.7-code", thinking=False)
     assert getattr(err.value, "field", None) == "thinking"
+
+
+# -- the ids users have (issue 33): dated slugs, variants, Kimi Code's names; an unknown id is never silent -----
+
+
+@pytest.mark.parametrize(
+    ("model", "profile"),
+    [
+        ("kimi-k3", "kimi-k3"),
+        ("k3", "kimi-k3"),
+        ("k3-256k", "kimi-k3"),
+        ("k3[1m]", "kimi-k3"),
+        ("moonshotai/kimi-k3", "kimi-k3"),
+        ("moonshotai/kimi-k3-20260115", "kimi-k3"),
+        ("Kimi-K3-Preview", "kimi-k3"),
+        ("moonshotai/kimi-k3:nitro", "kimi-k3"),
+        ("moonshotai/kimi-k2-thinking-turbo", "kimi-k2-thinking"),
+        ("kimi-for-coding", "kimi-k2.7-code"),
+        ("kimi-for-coding-highspeed", "kimi-k2.7-code"),
+        ("moonshotai/kimi-k2.5-0127", "kimi-k2.5"),
+        ("moonshotai/Kimi-K2.6", "kimi-k2.5"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-instruct"),
+        ("moonshotai/kimi-k2:free", "kimi-k2-instruct"),
+    ],
+)
+def test_the_model_ids_users_have_name_their_profile(model: str, profile: str) -> None:
+    assert profile_for_model(model, default="") == profile
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o", "kimi-latest", "deepseek/deepseek-k3", "default"])
+def test_an_id_that_names_no_kimi_model_is_flagged_when_no_profile_was_named(model: str) -> None:
+    from kimi_recon import audit_record, build_training_sample, reconstruct_output_ids, turn_from_response
+    from kimi_recon.flags import FlagCode
+
+    assert profile_for_model(model, default="") == ""
+    response = {"model": model, "choices": [{"message": {"role": "assistant", "content": "Hello", "reasoning_content": "Hm."}, "finish_reason": "stop"}]}
+    turn = turn_from_response(response)
+    assumed = reconstruct_output_ids(turn)
+    assert [f.code for f in assumed.flags] == [FlagCode.PROFILE_ASSUMED] and assumed.flags[0].field == "profile"
+    assert reconstruct_output_ids(turn, profile="kimi-k2.5").flags == ()  # named: the caller said which format
+    # the K2.5 turn as the model writes it (its prompt opens <think>), encoded by the tokenizer alone
+    reference = kimi_recon.load_tokenizer().encode("Hm.</think>Hello<|im_end|>", allowed_special="all")
+    record = {"id": "r", "messages": [{"role": "user", "content": "hi"}], "response": response, "reference_ids": reference}
+    assert FlagCode.PROFILE_ASSUMED in [f.code for f in audit_record(record).flags]
+    assert FlagCode.PROFILE_ASSUMED not in [f.code for f in audit_record({**record, "profile": "kimi-k2.5"}).flags]
+    sample = build_training_sample(record["messages"], turn)
+    assert FlagCode.PROFILE_ASSUMED in [f.code for f in sample.flags]
+
+
+def test_a_dated_k3_slug_is_rebuilt_in_the_k3_format() -> None:
+    from kimi_recon import reconstruct_output_ids, turn_from_response
+
+    response = {"model": "moonshotai/kimi-k3-20260115", "choices": [{"message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]}
+    result = reconstruct_output_ids(turn_from_response(response))
+    assert result.profile == "kimi-k3" and "</think>" not in result.text and result.flags == ()

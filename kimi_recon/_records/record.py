@@ -25,7 +25,7 @@ from ..errors import InvalidInputError, InvalidInputTypeError, InvalidRecordErro
 from ..flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from ..models import AssistantTurn
 from ..profiles import get_profile
-from ..reconstruct import Reconstruction, _encode_pending, _finished, _PendingTurn, _rendered_for_ids
+from ..reconstruct import Reconstruction, _encode_pending, _finished, _PendingTurn, _rendered_for_ids, _with_assumed_profile
 from ..record_options import OPTION_KEYS, arrow_tools, call_index_offset_of, parse_options
 from ..servers import ServerProfile, get_server, server_of
 from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
@@ -391,9 +391,13 @@ def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None,
     """The record's turn, read and rendered with the record's options, waiting for its ids."""
     field, response = response_of(rec)
     turn = _turn_of_response(rec, field, response)
-    prof, think, offset = _options(rec, profile, thinking, turn.metadata.get("model"))
+    model = turn.metadata.get("model")
+    prof, think, offset = _options(rec, profile, thinking, model)
     # (record_server's reading, with the response found once)
-    return _rendered_for_ids(turn, tok, prof, think, call_index_offset=offset, stop=None, server=server_of(rec, response, server))
+    pending = _rendered_for_ids(turn, tok, prof, think, call_index_offset=offset, stop=None, server=server_of(rec, response, server))
+    if profile is None and rec.get("profile") is None:  # the format came from the model id, or was assumed
+        pending = pending._replace(rendered=_with_assumed_profile(pending.rendered, model if model is not None else rec.get("model")))
+    return pending
 
 
 def _checked_usage(rec: Mapping[str, Any], turn: AssistantTurn) -> Mapping[str, Any] | None:
