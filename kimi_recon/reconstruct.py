@@ -398,7 +398,8 @@ def _weigh_with_usage(
             decided = Flag(
                 FlagCode.THINK_END_OMITTED,
                 f"usage.completion_tokens {reported} fits only the turn without </think> (server {srv.name} counts "
-                f"{'/'.join(sorted(srv.completion_conventions))}): the reasoning ran straight into the tool section",
+                f"{'/'.join(sorted(srv.completion_conventions))}): "
+                + ("the reasoning ran straight into the tool section" if turn.tool_calls else "the model wrote no </think>"),
                 "reasoning",
             )
             return ids, text, (decided, *invisible)

@@ -120,6 +120,21 @@ def test_from_the_message_alone_a_llamacpp_stop_is_flagged_as_unknown() -> None:
     assert any("end_token_hidden" in f.message for f in recon.flags)
 
 
+@pytest.mark.parametrize("wrote_think_end", [False, True])
+def test_the_count_decides_whether_unclosed_reasoning_had_its_think_end(wrote_think_end: bool) -> None:
+    # llama.cpp returns reasoning as reasoning whether or not the model wrote </think>; its count is exact.
+    tok = load_tokenizer()
+    reasoning = tok.encode(" still thinking")
+    truth = [*reasoning, *([THINK_END] if wrote_think_end else []), IM_END]
+    answer = _answer(usage={"completion_tokens": len(truth), "prompt_tokens": 9})
+    answer["choices"][0]["message"] = {"role": "assistant", "content": "", "reasoning_content": " still thinking"}
+    recon = kimi_recon.reconstruct_output_ids(kimi_recon.turn_from_response(answer), thinking=True, server="llama.cpp")
+    assert list(recon.ids) == truth
+    codes = [f.code.value for f in recon.flags]
+    assert ("think_end_omitted" in codes) is not wrote_think_end
+    assert "server_may_have_lost" not in codes
+
+
 def test_logprob_entries_are_read_by_their_id_and_a_merged_utf8_entry_is_refused() -> None:
     tok = load_tokenizer()
     tian = tok.encode("天")
