@@ -14,12 +14,9 @@ do not pay for tiktoken, jinja2 or the process pool until something needs them.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
-
-from ._base import wiring as _wiring
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
     from ._batch.training_rows import build_samples, sample_batch
@@ -35,11 +32,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from .special_tokens import SPECIAL_TOKENS
     from .tokenizer import KimiTokenizer, load_tokenizer
     from .training import TrainingSample, build_training_sample, render_prompt
-
-# The two references from a lower module to an upper one (see kimi_recon/_base/wiring.py), loaded by name on first
-# use as every name below is: no module imports one above it.
-_wiring.profile_lookup = lambda profile: importlib.import_module(".profiles", __name__).get_profile(profile)
-_wiring.load_dispatch = functools.partial(importlib.import_module, "._render.formats", __name__)
 
 #: public name -> the module (under kimi_recon) that defines it
 _EXPORTS: dict[str, str] = {

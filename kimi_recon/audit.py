@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ._base.arguments import instance_argument
 from .errors import InvalidInputError, preview
-from .profiles import ChatProfile
+from .profiles import ChatProfile, special_tokens_for
 from .special_tokens import SPECIAL_TOKENS, SpecialToken, SpecialTokenRegistry, registry_matching
 from .tokenizer import KimiTokenizer, checked_tokenizer, load_tokenizer
 
@@ -46,7 +46,7 @@ def _tokenizer_and_registry(
     if registry is not None:
         return tok, registry
     if profile is not None:
-        return tok, SpecialTokenRegistry.for_profile(profile)
+        return tok, special_tokens_for(profile)
     return tok, registry_matching({tid: text for text, tid in tok.special_tokens.items()})
 
 

@@ -24,7 +24,7 @@ from ._base.arguments import instance_argument
 from ._base.files import atomic_output
 from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
 from .errors import InvalidInputError, InvalidInputTypeError, OutputFileError, preview
-from .profiles import get_profile
+from .profiles import get_profile, special_tokens_for
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
 from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, checked_tokenizer, load_tokenizer, official_chunks
 
@@ -176,7 +176,7 @@ def tokenizer_json(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | None =
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": _added_tokens(SpecialTokenRegistry.for_profile(profile), len(vocab)) if added_tokens else [],
+        "added_tokens": _added_tokens(special_tokens_for(profile), len(vocab)) if added_tokens else [],
         "normalizer": None,
         "pre_tokenizer": {
             "type": "Sequence",
@@ -223,7 +223,7 @@ def build_fast_tokenizer(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | 
 
 def tokenizer_config(profile: str = "kimi-k2.5") -> dict[str, Any]:
     """``tokenizer_config.json`` for ``transformers``: the generic fast class, no remote code."""
-    registry = SpecialTokenRegistry.for_profile(profile)
+    registry = special_tokens_for(profile)
     roles = {role: registry.text(tid) for role, tid in _ROLE_IDS.items()}
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",

@@ -5,7 +5,7 @@ rendered text is exact) and K3 (XTML tags, encoded segment by segment: one encod
 code that differs is reached by the profile's data, from the modules above this one: its ``format`` picks
 the renderers (the dispatch in :mod:`kimi_recon._render.formats`), its ``encoding`` the encoder
 (:func:`kimi_recon.segments.encode_segments`), and its ``special_tokens`` names the table
-(``SpecialTokenRegistry.for_profile``; the profile's token ids are read from it) and the bundled tokenizer
+(:func:`special_tokens_for`; the profile's token ids are read from it) and the bundled tokenizer
 (``tokenizer_for_profile``). A profile imports no renderer: it is data at the bottom.
 """
 
@@ -14,20 +14,16 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-import warnings
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._base import wiring as _wiring
 from ._base.arguments import instance_argument
 from .errors import InvalidInputError, preview
 from .special_tokens import registry_named
 
 if TYPE_CHECKING:
-    from .models import AssistantTurn
-    from .segments import RenderedTurn, Segment
+    from .special_tokens import SpecialTokenRegistry
 
 #: How a profile handles thinking: the generation prompt opens ``<think>`` (K2.5, K2.6), the model
 #: writes ``<think>`` itself (K2-Thinking), or there is no thinking at all (K2-Instruct).
@@ -64,7 +60,7 @@ class ChatProfile:
     #: the rendering family and how its rendered segments become ids
     format: ChatFormat = "k2"
     encoding: EncodingStyle = "one_encode"
-    #: the special-token table's name (see ``SpecialTokenRegistry.for_profile``)
+    #: the special-token table's name (:attr:`ChatProfile.special_token_table`, :func:`special_tokens_for`)
     special_tokens: str = "kimi-k2.5"
     #: the token a finished turn ends with, and what some deployments are reported to end with instead
     stop_token: str = "<|im_end|>"
@@ -117,35 +113,10 @@ class ChatProfile:
         entry = registry_named(self.special_tokens).get("</think>")
         return None if entry is None else entry.id
 
-    def render_turn(self, turn: AssistantTurn, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
-        """Deprecated: :func:`kimi_recon.render.render_turn_with_flags` renders a turn for a profile."""
-        warnings.warn(
-            "ChatProfile.render_turn is deprecated (a profile is data and imports no renderer); use "
-            "kimi_recon.render.render_turn_with_flags(turn, profile, thinking, call_index_offset=..., stop=...)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return _wiring.load_dispatch().render_turn(self, turn, thinking, call_index_offset=call_index_offset, stop=stop)  # type: ignore[no-any-return]
-
-    def prompt_segments(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
-        thinking: bool,
-        *,
-        thinking_effort: str | None = None,
-        tool_choice: Any = None,
-    ) -> list[Segment] | None:
-        """Deprecated: :func:`kimi_recon.training.prompt_segments` gives a profile's prompt segments."""
-        warnings.warn(
-            "ChatProfile.prompt_segments is deprecated (a profile is data and imports no renderer); use "
-            "kimi_recon.training.prompt_segments(messages, tools, profile, thinking, ...)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return _wiring.load_dispatch().prompt_segments(  # type: ignore[no-any-return]
-            self, messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice
-        )
+    @property
+    def special_token_table(self) -> SpecialTokenRegistry:
+        """The special-token table of this profile (K3's names for ``kimi-k3``, K2.5's for the K2.x profiles)."""
+        return registry_named(self.special_tokens)
 
 
 @functools.cache
@@ -237,6 +208,17 @@ def get_profile(profile: str | ChatProfile) -> ChatProfile:
         close = difflib.get_close_matches(profile.lower(), known, n=1, cutoff=0.75)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise InvalidInputError(f"unknown profile {preview(profile)}{hint}; known: {', '.join(known)}", field="profile") from None
+
+
+def special_tokens_for(profile: str | ChatProfile) -> SpecialTokenRegistry:
+    """The special-token table of a chat profile (a name, a model id or the profile): ``kimi-k3`` gets K3's
+    names, the K2.x profiles K2.5's. (It was ``SpecialTokenRegistry.for_profile``, which had to reach up to the
+    profiles through a slot the package root filled.)
+
+    >>> special_tokens_for("moonshotai/kimi-k3").name, special_tokens_for("kimi-k2-thinking").name
+    ('kimi-k3', 'kimi-k2.5')
+    """
+    return get_profile(profile).special_token_table
 
 
 def profile_or_model(profile: str | ChatProfile | None, model: object = None) -> ChatProfile:

@@ -5,7 +5,7 @@ tokenizers (see :mod:`kimi_recon.audit`). It was taken from Moonshot's official 
 ``tokenizer_config.json`` and is tested against ids decoded by Moonshot's official tokenizer code.
 Kimi-K3 uses the same ids with other names (163586 is ``<|end_of_msg|>``, K2.5's ``<think>`` and
 tool-call slots are reserved); its 16 named tokens are bundled data (``data/k3/special_tokens.json``,
-sha256-checked when read). :meth:`SpecialTokenRegistry.for_profile` picks the table of a chat profile.
+sha256-checked when read). :func:`kimi_recon.profiles.special_tokens_for` picks the table of a chat profile.
 """
 
 from __future__ import annotations
@@ -18,14 +18,10 @@ import re
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
-from ._base import wiring as _wiring
 from ._base.arguments import instance_argument
 from .errors import InvalidInputTypeError, TokenizerLoadError, UnknownSpecialTokenError
-
-if TYPE_CHECKING:
-    from .profiles import ChatProfile
 
 #: Every special-token text of the Kimi tokenizers has one of these shapes (``<|name|>``, ``[XYZ]``,
 #: ``<think>``, ``</think>``); a tokenizer whose table does not is handled without the scan (see
@@ -173,11 +169,6 @@ class SpecialTokenRegistry:
         """The Kimi-K3 table: 16 named tokens (bundled, sha256-checked) and 240 reserved slots, same ids."""
         return _k3_registry()
 
-    @classmethod
-    def for_profile(cls, profile: str | ChatProfile) -> SpecialTokenRegistry:
-        """The table of a chat profile: ``"kimi-k3"`` gets K3's names, the K2.x profiles K2.5's."""
-        # profiles are above this table (their ids are read from it): the package root hands over get_profile
-        return registry_named(_wiring.profile_lookup(profile).special_tokens)
 
     @property
     def tokens(self) -> tuple[SpecialToken, ...]:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from import_graph import import_graph
 
+import kimi_recon
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "kimi_recon"
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
@@ -76,3 +78,29 @@ def test_the_paths_of_one_turn_and_one_record_name_only_modules_that_exist() -> 
         assert len(named) >= 5, f"{title}: name the modules it passes through"
         # a dotted name is a module, or a public name of one (kimi_recon.audit_dataset)
         assert sorted(n for n in named if n not in modules and n.rpartition(".")[0] not in modules) == []
+
+
+def test_no_module_fills_a_slot_of_another_module_at_import() -> None:
+    """A lower module may not call an upper one through a module-level slot another module fills
+    (``wiring.profile_lookup = ...`` in the package root was such a slot, issue 36): no module-level statement
+    assigns an attribute of an imported module, and no module rebinds another's name with ``setattr``."""
+    import ast
+
+    root = Path(kimi_recon.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {
+            (alias.asname or alias.name).split(".")[0]
+            for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in node.names
+        }
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in imported:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "setattr":
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found == []

@@ -240,7 +240,6 @@ def test_k3_reads_whitespace_only_reasoning_with_isspace_as_strip_did(reasoning:
 
 @pytest.mark.parametrize("profile", ["kimi-k2.5", "kimi-k3"])
 def test_the_renderers_without_render_turn_with_flags_still_refuse_a_turn_that_is_not_one(profile: str) -> None:
-    import warnings
 
     from kimi_recon._render import formats
     from kimi_recon.errors import InvalidInputTypeError
@@ -250,9 +249,6 @@ def test_the_renderers_without_render_turn_with_flags_still_refuse_a_turn_that_i
     prof = get_profile(profile)
     with pytest.raises(InvalidInputTypeError, match="turn"):
         formats.render_turn(prof, {"content": "a"}, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
-    with warnings.catch_warnings(), pytest.raises(InvalidInputTypeError, match="turn"):
-        warnings.simplefilter("ignore", DeprecationWarning)
-        prof.render_turn({"content": "a"}, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputTypeError, match="turn"):
         render_k2_turn({"content": "a"}, prof, True, call_index_offset=0, stop=prof.stop_token)  # type: ignore[arg-type]
 

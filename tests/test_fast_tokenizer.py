@@ -30,9 +30,10 @@ from kimi_recon.fast_tokenizer import (
     export_tokenizer,
     official_encode_cuts,
 )
+from kimi_recon.profiles import special_tokens_for
 from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.segments import Segment
-from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS, SpecialTokenRegistry
+from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS
 
 tokenizers = require("tokenizers")  # the whole module is about the export it builds
 
@@ -264,7 +265,7 @@ def test_export_encodes_generated_text_like_kimi_tokenizer(fast: tokenizers.Toke
     assert fast.decode(ids, skip_special_tokens=False) == text
 
 
-K3_SPECIAL_TEXT = [t.text for t in SpecialTokenRegistry.for_profile("kimi-k3")] + ["<think>", "</think>", "<|im_end|>", "<|open|"]
+K3_SPECIAL_TEXT = [t.text for t in special_tokens_for("kimi-k3")] + ["<think>", "</think>", "<|im_end|>", "<|open|"]
 k3_texts = st.lists(st.one_of(pieces, st.sampled_from(K3_SPECIAL_TEXT)), max_size=12).map("".join)
 
 

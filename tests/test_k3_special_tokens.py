@@ -14,10 +14,10 @@ from testdata import DATA
 from kimi_recon import SPECIAL_TOKENS, KimiTokenizer, load_tokenizer
 from kimi_recon.audit import check_special_tokens, check_token_ids
 from kimi_recon.errors import TokenizerLoadError
-from kimi_recon.special_tokens import SpecialTokenRegistry
+from kimi_recon.profiles import special_tokens_for
 
 K3_NAMED = json.loads((DATA / "k3_special_tokens.json").read_text(encoding="utf-8"))["tokens"]
-K3 = SpecialTokenRegistry.for_profile("kimi-k3")
+K3 = special_tokens_for("kimi-k3")
 
 
 def test_k3_registry_has_the_sixteen_named_tokens_of_the_official_config() -> None:
@@ -34,7 +34,7 @@ def test_k3_names_differ_from_k25_on_the_same_ids() -> None:
 
 @pytest.mark.parametrize("profile,table", [("kimi-k2.5", "kimi-k2.5"), ("kimi-k2.6", "kimi-k2.5"), ("kimi-k2-thinking", "kimi-k2.5"), ("kimi-k3", "kimi-k3")])
 def test_for_profile_picks_the_profile_table(profile: str, table: str) -> None:
-    assert SpecialTokenRegistry.for_profile(profile).name == table
+    assert special_tokens_for(profile).name == table
 
 
 def test_k3_tokenizer_passes_the_k3_audit_and_fails_the_k25_one() -> None:

@@ -11,8 +11,7 @@ from testdata import GOLDEN, OFFICIAL, read_jsonl
 
 from kimi_recon import check_token_ids, load_tokenizer, reconstruct_output_ids
 from kimi_recon.errors import InvalidInputError
-from kimi_recon.profiles import PROFILES, ChatProfile
-from kimi_recon.special_tokens import SpecialTokenRegistry
+from kimi_recon.profiles import PROFILES, ChatProfile, special_tokens_for
 from kimi_recon.tokenizer import tokenizer_for_profile
 from kimi_recon.training import encode_prompt, render_prompt
 
@@ -59,7 +58,7 @@ def test_a_renamed_k2_profile_rebuilds_the_official_k25_prompt_ids() -> None:
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_a_renamed_profile_gets_the_special_token_table_and_bundled_tokenizer_of_its_data(name: str) -> None:
     copy = _renamed(name)
-    assert SpecialTokenRegistry.for_profile(copy).name == PROFILES[name].special_tokens
+    assert special_tokens_for(copy).name == PROFILES[name].special_tokens
     assert tokenizer_for_profile(None, copy) is tokenizer_for_profile(None, name)
     assert load_tokenizer(profile=copy) is load_tokenizer(profile=name)
     constants = {"IM_END_TOKEN_ID": 163586, "THINK_END_TOKEN_ID": 163533}

@@ -8,15 +8,11 @@ import dataclasses
 import json
 import subprocess
 import sys
-import warnings
 
 import pytest
-from testdata import DATA, GOLDEN, OFFICIAL, read_jsonl
+from testdata import DATA, OFFICIAL, read_jsonl
 
-from kimi_recon import AssistantTurn
 from kimi_recon.profiles import PROFILES
-from kimi_recon.render import render_turn_with_flags
-from kimi_recon.training import prompt_segments
 
 # The official tables, text -> id: K2.5's as its official tokenizer decodes every special id, K3's added tokens.
 OFFICIAL_IDS = {
@@ -50,38 +46,21 @@ def test_a_profile_copied_with_another_stop_token_gets_that_tokens_id_not_the_ol
     assert k3_stop.stop_token_id == OFFICIAL_IDS["kimi-k3"]["[EOS]"]
 
 
-def test_the_deprecated_profile_render_turn_warns_and_renders_as_render_turn_with_flags() -> None:
-    turn = AssistantTurn(reasoning="Think.", content="Hi.")
-    for name in ("kimi-k2.5", "kimi-k3"):
-        profile = PROFILES[name]
-        with pytest.warns(DeprecationWarning, match="render_turn_with_flags"):
-            old = profile.render_turn(turn, True, call_index_offset=0, stop=profile.stop_token)
-        assert old == render_turn_with_flags(turn, profile, True)
+def test_no_lower_module_reaches_up_through_a_slot_and_the_moved_apis_are_gone() -> None:
+    """``kimi_recon._base.wiring`` held two callables the package root filled so that ``special_tokens`` and
+    ``profiles`` could call up; both APIs that needed them moved or went (CHANGELOG): the table of a profile is
+    ``profiles.special_tokens_for`` (the layer that knows profiles), the deprecated ``ChatProfile.render_turn`` /
+    ``prompt_segments`` are gone. A fresh process that imports only the lower module needs nothing else."""
+    import importlib.util
 
+    from kimi_recon.special_tokens import SpecialTokenRegistry
 
-def test_the_deprecated_profile_prompt_segments_warns_and_gives_the_dispatchs_segments() -> None:
-    case = read_jsonl(GOLDEN / "official-k3-dev" / "turns.jsonl")[0]
-    messages, tools = case["messages"], case["tools"]
-    for name in ("kimi-k2.5", "kimi-k3"):
-        profile = PROFILES[name]
-        with pytest.warns(DeprecationWarning, match="prompt_segments"):
-            old = profile.prompt_segments(messages, tools, True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # the dispatch itself warns nothing
-            assert old == prompt_segments(messages, tools, profile, True)
-    assert prompt_segments(messages, tools, PROFILES["kimi-k2.5"], True) is None  # the chat template renders K2.x prompts
-
-
-def test_the_upward_references_work_in_a_fresh_process_that_imports_only_the_lower_module() -> None:
-    # for_profile and the deprecated methods reach upper modules through kimi_recon._base.wiring, set by the package root
+    assert importlib.util.find_spec("kimi_recon._base.wiring") is None
+    assert not hasattr(SpecialTokenRegistry, "for_profile")
+    assert not hasattr(PROFILES["kimi-k2.5"], "render_turn") and not hasattr(PROFILES["kimi-k2.5"], "prompt_segments")
     code = (
-        "import warnings; warnings.simplefilter('ignore')\n"
-        "from kimi_recon.special_tokens import SpecialTokenRegistry\n"
-        "print(SpecialTokenRegistry.for_profile('moonshotai/kimi-k3').name)\n"
-        "from kimi_recon.profiles import PROFILES\n"
-        "from kimi_recon.models import AssistantTurn\n"
-        "p = PROFILES['kimi-k2.5']\n"
-        "print(p.render_turn(AssistantTurn(content='Hi.'), True, call_index_offset=0, stop=p.stop_token).text)\n"
+        "from kimi_recon.profiles import special_tokens_for, PROFILES\n"
+        "print(special_tokens_for('moonshotai/kimi-k3').name, PROFILES['kimi-k2.5'].special_token_table.name)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert out.splitlines() == ["kimi-k3", "</think>Hi.<|im_end|>"]
+    assert out.split() == ["kimi-k3", "kimi-k2.5"]
