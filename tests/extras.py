@@ -21,4 +21,5 @@ def require(name: str) -> ModuleType:
     """The module ``name`` (an optional extra): the calling test is skipped without it, except in CI."""
     if in_ci():
         return importlib.import_module(name)
-    return pytest.importorskip(name, reason=f"{name} is an optional extra (pip install -e '.[dev]'); CI runs this test")
+    module: ModuleType = pytest.importorskip(name, reason=f"{name} is an optional extra (pip install -e '.[dev]'); CI runs this test")
+    return module

@@ -142,7 +142,7 @@ def test_an_assistant_message_without_reasoning_next_to_one_with_it_is_not_rende
         {"role": "assistant", "content": "", "reasoning_content": "r", "tool_calls": calls},
         {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
     ]
-    with_reasoning = {"id": "a", "messages": messages, "response": {"content": "done"}}
+    with_reasoning: dict[str, Any] = {"id": "a", "messages": messages, "response": {"content": "done"}}
     without = copy.deepcopy(with_reasoning)
     without["id"] = "b"
     del without["messages"][1]["reasoning_content"]
@@ -184,4 +184,4 @@ def test_batches_with_columns_of_different_lengths_are_refused_with_a_named_erro
         with pytest.raises(InvalidInputError, match="differ in length"):
             fn({"id": ["a", "b"], "messages": [[{"role": "user", "content": "q"}]], "response": [{"content": "x"}] * 2}, tok)
         with pytest.raises(TypeError):  # also an InvalidInputError: a batch is a mapping of columns
-            fn([{"id": "a"}], tok)
+            fn([{"id": "a"}], tok)  # type: ignore[arg-type]  # a list of rows on purpose: refused by name

@@ -48,7 +48,7 @@ def test_the_separator_is_the_reserved_slot_written_out_and_no_bpe_rank() -> Non
         assert tok.encode(SEPARATOR, allowed_special=set()) != [163837]  # as ordinary text it is not the special id
 
 
-ALLOWED = st.one_of(st.just("all"), st.just(frozenset()), st.sets(st.sampled_from(SPECIALS)))
+ALLOWED: st.SearchStrategy[Any] = st.one_of(st.just("all"), st.just(frozenset()), st.sets(st.sampled_from(SPECIALS)))
 
 
 @settings(max_examples=400, deadline=None)
@@ -63,6 +63,7 @@ def test_a_text_holding_the_separator_or_cut_by_the_official_chunking_is_encoded
     assert may_be_cut(long)
     texts = ["a b", SEPARATOR + " c", long, "", "d <|im_end|>"]
     for tok in TOKENIZERS.values():
+        allowed: Any
         for allowed in ("all", frozenset()):
             assert tok.encode_many(texts, allowed_special=allowed) == [tok.encode(t, allowed_special=allowed) for t in texts]
             some = [texts[0], long, texts[4]]
@@ -148,7 +149,7 @@ def test_records_rebuilt_in_chunks_equal_each_record_rebuilt_alone_and_the_offic
 
 @pytest.mark.parametrize("chunk_size", [1, 7, 64])
 def test_a_chunk_audit_equals_each_record_audited_alone(chunk_size: int) -> None:
-    items = [(i, None, rec) for i, rec in enumerate(RECORDS)]
+    items: list[tuple[int, int | None, Any]] = [(i, None, rec) for i, rec in enumerate(RECORDS)]
     job = _Job(None, None, True, True)
     together = [r for k in range(0, len(items), chunk_size) for r in _audit_chunk(items[k : k + chunk_size], job)]
     alone = [audit_record(rec, index=i) for i, rec in enumerate(RECORDS)]

@@ -127,7 +127,7 @@ def test_reconstruct_record_errors_name_the_field_and_the_record_id() -> None:
     assert "'abc'" in str(err.value)
 
 
-def _write_malformed(tmp_path: Path) -> tuple[Path, dict[int, str]]:
+def _write_malformed(tmp_path: Path) -> tuple[Path, dict[int, str | None]]:
     lines = [
         json.dumps(record(0)),
         "{not json",  # line 2
@@ -143,7 +143,8 @@ def _write_malformed(tmp_path: Path) -> tuple[Path, dict[int, str]]:
     ]
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path, {2: None, 4: "response", 6: "reference_ids", 9: "response.tool_calls", 10: None}
+    fields: dict[int, str | None] = {2: None, 4: "response", 6: "reference_ids", 9: "response.tool_calls", 10: None}
+    return path, fields
 
 
 def test_malformed_lines_are_reported_by_line_and_every_other_record_is_processed(tmp_path: Path) -> None:

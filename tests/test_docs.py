@@ -132,7 +132,7 @@ def run_doc(name: str) -> tuple[str | None, ...]:
 
 
 def _params() -> list[object]:
-    params = []
+    params: list[object] = []
     for path in DOCS:
         runnable = [code for runs, _, code in _blocks(path) if runs]
         for i in range(len(runnable)):

@@ -82,5 +82,5 @@ def test_renamed_functions_keep_their_old_names_in_their_modules() -> None:
 
 def test_the_old_openrouter_turn_from_response_warns_and_gives_turn_from_openrouter() -> None:
     with pytest.warns(DeprecationWarning, match="now kimi_recon.openrouter.turn_from_openrouter"):
-        old = kimi_recon.openrouter.turn_from_response  # type: ignore[attr-defined]
+        old = kimi_recon.openrouter.turn_from_response
     assert old is kimi_recon.openrouter.turn_from_openrouter

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from extras import require
@@ -35,7 +35,10 @@ from kimi_recon.render import render_assistant_turn, render_turn_with_flags
 from kimi_recon.segments import Segment
 from kimi_recon.special_tokens import NUM_BASE_TOKENS, SPECIAL_TOKENS
 
-tokenizers = require("tokenizers")  # the whole module is about the export it builds
+if TYPE_CHECKING:
+    import tokenizers
+else:
+    tokenizers = require("tokenizers")  # the whole module is about the export it builds
 
 K25_CONFIG = Path(__file__).parent.parent / "kimi_recon" / "data" / "k2.5" / "tokenizer_config.json"
 

@@ -428,7 +428,7 @@ KNOWN_UNNAMED: dict[str, str] = {}
 MISSING_INPUT: tuple[type[BaseException], ...] = () if hasattr(kimi_recon.errors, "InputFileNotFoundError") else (FileNotFoundError,)
 
 safe_text = st.one_of(
-    st.text(st.characters(blacklist_characters="/\\-~", blacklist_categories=("Cs",)), max_size=8),  # no path leaves the temp folder
+    st.text(st.characters(blacklist_characters="/\\-~", blacklist_categories=["Cs"]), max_size=8),  # no path leaves the temp folder
     st.sampled_from(["kimi-k2.5", "kimi-k3", "kimi-k2-thinking", "stop", "assistant", "x.jsonl", "\x00", "\ud83d", "<|im_end|>", "[[[[", "{}"]),
 )
 plain_values = st.recursive(

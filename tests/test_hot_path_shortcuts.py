@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,7 +44,7 @@ SPECIAL_TEXTS = sorted({t.text for t in SPECIAL_TOKENS.named()} | {t.text for t 
 SHAPED = ["<|reserved_token_163700|>", "<|foo|>", "[ABC]", "[Abc]", "[a_b]", "<osagent_mode>", "<|", "|>", "<think", "[EO", "S]"]
 CHARS = st.sampled_from(list('<>|[]/_ "&=:,.{}\n\tAZaz09') + ["é", "中", "🙂", "\u3000", "\ud83d", "\udc00"])
 HOSTILE = st.lists(st.one_of(CHARS, st.sampled_from(SPECIAL_TEXTS + SHAPED), st.text(max_size=5)), max_size=10).map("".join)
-PLAIN = st.text(st.characters(blacklist_characters="<[", blacklist_categories=("Cs",)), max_size=40)
+PLAIN = st.text(st.characters(blacklist_characters="<[", blacklist_categories=["Cs"]), max_size=40)
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**15), 10**15) | st.floats(allow_nan=False, allow_infinity=False) | HOSTILE,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE, inner, max_size=3),
@@ -156,7 +157,7 @@ def test_arguments_written_as_json_dumps_are_written_member_by_member_the_same(a
     assert k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", k3.parse_arguments(text)) == []
 
 
-SPELLINGS = {
+SPELLINGS: dict[str, Callable[[Any], str]] = {
     "json.dumps": lambda a: json.dumps(a, ensure_ascii=False),
     "json.dumps ascii": json.dumps,
     "compact": lambda a: json.dumps(a, ensure_ascii=False, separators=(",", ":")),
@@ -265,7 +266,7 @@ def test_find_space_is_the_first_whitespace_the_regex_finds(text: str, start: in
 MINUS_ZERO = object()
 SCALAR_MEMBERS = st.lists(
     # keys without surrogates: JSON would join a high+low pair into one character, another key
-    st.tuples(st.text(st.characters(blacklist_categories=("Cs",)), max_size=8), st.one_of(st.integers(-(10**20), 10**20), st.booleans(), st.none(), HOSTILE, st.just(MINUS_ZERO))),
+    st.tuples(st.text(st.characters(blacklist_categories=["Cs"]), max_size=8), st.one_of(st.integers(-(10**20), 10**20), st.booleans(), st.none(), HOSTILE, st.just(MINUS_ZERO))),
     max_size=5,
     unique_by=lambda member: member[0],
 )

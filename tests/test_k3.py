@@ -219,7 +219,7 @@ def test_unresolvable_tool_name_is_refused() -> None:
 
 
 def test_tool_results_are_put_in_call_order_and_named_from_the_call() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": "", "tool_calls": [
             {"id": "a", "type": "function", "function": {"name": "first", "arguments": "{}"}},

@@ -67,7 +67,9 @@ def ref_type(value: Any) -> str:
         return "null"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", dict: "object"}.get(type(value), "array")
+    if isinstance(value, str):
+        return "string"
+    return "object" if isinstance(value, dict) else "array"
 
 
 def ref_calls(calls: list[tuple[str, dict[str, Any]]]) -> list[Seg]:

@@ -32,6 +32,8 @@ def test_kinds_the_kind_type_and_the_constants_are_the_enum_in_order() -> None:
 
 
 def test_a_comparison_carries_plain_string_kinds_that_name_enum_members(tok: KimiTokenizer) -> None:
-    result = compare_ids(tok.encode(" hello"), [tok.id_of_bytes(b" hel"), tok.id_of_bytes(b"lo")], tok)
+    hel, lo = tok.id_of_bytes(b" hel"), tok.id_of_bytes(b"lo")
+    assert hel is not None and lo is not None
+    result = compare_ids(tok.encode(" hello"), [hel, lo], tok)
     assert type(result.kind) is str and MismatchKind(result.kind) is MismatchKind.NON_CANONICAL_BPE
     assert json.loads(json.dumps(result.to_dict()))["kind"] == "non_canonical_bpe"

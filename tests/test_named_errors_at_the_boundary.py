@@ -67,7 +67,7 @@ def test_the_usage_check_reads_numpy_ids_and_figures_as_lists_and_ints(tok: Kimi
     ids = reconstruct_output_ids({"content": "hello there"}, tok).ids
     usage = {"completion_tokens": len(ids), "prompt_tokens": 7}
     as_lists = check_with_profile(usage, ids, 7, "kimi-k2.5")
-    as_numpy = check_with_profile({k: np.int64(v) for k, v in usage.items()}, np.array(ids), np.int64(7), "kimi-k2.5")
+    as_numpy = check_with_profile({k: np.int64(v) for k, v in usage.items()}, np.array(ids), np.int64(7), "kimi-k2.5")  # type: ignore[arg-type]  # numpy values, as a datasets column gives them
     assert as_numpy == as_lists and as_lists.agrees
 
 
@@ -88,9 +88,10 @@ def test_a_record_with_an_unreadable_usage_figure_carries_the_flag(tok: KimiToke
 
 
 def test_a_tokenizer_argument_of_the_wrong_type_is_named() -> None:
-    for call in (lambda: reconstruct_output_ids({"content": "x"}, [1, 2]), lambda: kimi_recon.check_special_tokens({"vocab": 1})):
+    # (wrong types on purpose: the error must name them)
+    for call in (lambda: reconstruct_output_ids({"content": "x"}, [1, 2]), lambda: kimi_recon.check_special_tokens({"vocab": 1})):  # type: ignore[arg-type]
         with pytest.raises(InvalidInputTypeError) as caught:
-            call()  # type: ignore[no-untyped-call]
+            call()
         assert caught.value.field == "tokenizer"
 
 

@@ -13,8 +13,8 @@ NOTICE = Path(kimi_recon.__file__).resolve().parent / "data" / "NOTICE"
 
 def test_the_license_is_an_spdx_expression() -> None:
     meta = importlib.metadata.metadata("kimi-recon")
-    assert meta.get("License-Expression") == "MIT"
-    assert meta.get("License") is None  # the deprecated free-text field is gone
+    assert meta["License-Expression"] == "MIT"
+    assert "License" not in meta  # the deprecated free-text field is gone
 
 
 def test_the_notice_of_the_bundled_data_is_the_license_file() -> None:

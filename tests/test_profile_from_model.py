@@ -191,10 +191,11 @@ def test_an_id_that_names_no_kimi_model_is_flagged_when_no_profile_was_named(mod
     assert reconstruct_output_ids(turn, profile="kimi-k2.5").flags == ()  # named: the caller said which format
     # the K2.5 turn as the model writes it (its prompt opens <think>), encoded by the tokenizer alone
     reference = kimi_recon.load_tokenizer().encode("Hm.</think>Hello<|im_end|>", allowed_special="all")
-    record = {"id": "r", "messages": [{"role": "user", "content": "hi"}], "response": response, "reference_ids": reference}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    record = {"id": "r", "messages": messages, "response": response, "reference_ids": reference}
     assert FlagCode.PROFILE_ASSUMED in [f.code for f in audit_record(record).flags]
     assert FlagCode.PROFILE_ASSUMED not in [f.code for f in audit_record({**record, "profile": "kimi-k2.5"}).flags]
-    sample = build_training_sample(record["messages"], turn)
+    sample = build_training_sample(messages, turn)
     assert FlagCode.PROFILE_ASSUMED in [f.code for f in sample.flags]
 
 

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from testdata import DATA, GOLDEN, OFFICIAL, read_jsonl
 
 from kimi_recon import KimiTokenizer, build_training_sample, load_tokenizer, render_prompt
+from kimi_recon._records.prompt import _encode_prompt, _render_prompt
 from kimi_recon.profiles import get_profile
 from kimi_recon.record_options import RecordOptions, parse_options
 from kimi_recon.responses import as_turn
-from kimi_recon.training import _build, _encode_prompt, _render_prompt, encode_prompt, sample_from_record
+from kimi_recon.training import _build, encode_prompt, sample_from_record
 
 K25 = read_jsonl(OFFICIAL / "turns.jsonl")
 K3 = read_jsonl(GOLDEN / "official-k3-dev" / "turns.jsonl")
@@ -44,12 +45,15 @@ def calls(draw: st.DrawFn) -> dict[str, Any]:
     tools = case["tools"] or None
     tools_arg = draw(st.sampled_from([tools, json.dumps(tools)] if tools else [None, [], "[]", "null"]))
     profile_arg = draw(st.sampled_from([profile, get_profile(profile)] + ([None] if profile == "kimi-k2.5" else [])))
-    template = template_kwargs = effort = tool_choice = None
+    template: str | None = None
+    template_kwargs: dict[str, Any] | str | None = None
+    effort: str | None = None
+    tool_choice: str | None = None
     if profile == "kimi-k2.5":
         if not case["turn"].get("tool_calls"):
             template, template_kwargs = MILES, {"preserve_thinking": True}
         if draw(st.booleans()):  # a variable the template does not read changes nothing
-            template_kwargs = {**(template_kwargs or {}), "not_read_by_the_template": 1}
+            template_kwargs = {**(template_kwargs if isinstance(template_kwargs, dict) else {}), "not_read_by_the_template": 1}
         if template_kwargs is not None and draw(st.booleans()):
             template_kwargs = json.dumps(template_kwargs)  # record_options reads its JSON text too
     else:
@@ -76,10 +80,14 @@ def _options(call: dict[str, Any], **extra: Any) -> RecordOptions:
 @given(calls())
 def test_render_and_encode_prompt_by_keywords_equal_the_record_options_form_and_the_official_prompt(call: dict[str, Any]) -> None:
     case, tok = call["case"], tokenizer(call["profile"])
-    tok_args: tuple[Any, ...] = (tok,) if call["tokenizer_positional"] else ()
-    tok_kw = {} if call["tokenizer_positional"] else {"tokenizer": tok}
-    text = render_prompt(case["messages"], *call["args"], *tok_args, **call["keywords"], **tok_kw)
-    ids = encode_prompt(case["messages"], *call["args"], *tok_args, **call["keywords"], **tok_kw)
+    tools, profile, thinking = call["args"]
+    keywords: dict[str, Any] = call["keywords"]
+    if call["tokenizer_positional"]:
+        text = render_prompt(case["messages"], tools, profile, thinking, tok, **keywords)
+        ids = encode_prompt(case["messages"], tools, profile, thinking, tok, **keywords)
+    else:
+        text = render_prompt(case["messages"], tools, profile, thinking, tokenizer=tok, **keywords)
+        ids = encode_prompt(case["messages"], tools, profile, thinking, tokenizer=tok, **keywords)
     options = _options(call)
     assert text == _render_prompt(case["messages"], options, tok)
     assert (ids, text) == _encode_prompt(case["messages"], options, tok)
@@ -92,7 +100,9 @@ def test_render_and_encode_prompt_by_keywords_equal_the_record_options_form_and_
 def test_build_training_sample_by_keywords_equals_the_record_options_form_and_the_official_ids(call: dict[str, Any], offset: int | None) -> None:
     case, tok = call["case"], tokenizer(call["profile"])
     turn = as_turn(case["turn"])
-    sample = build_training_sample(case["messages"], case["turn"], *call["args"], tok, **call["keywords"], call_index_offset=offset)
+    tools, profile, thinking = call["args"]
+    keywords: dict[str, Any] = call["keywords"]
+    sample = build_training_sample(case["messages"], case["turn"], tools, profile, thinking, tok, **keywords, call_index_offset=offset)
     options = _options(call, model=turn.metadata.get("model"), call_index_offset=offset)
     assert sample == _build(case["messages"], turn, options, tok)
     if call["golden"]:

@@ -116,7 +116,7 @@ def test_logprobs_and_server_ids_are_used_as_alone() -> None:
         {"choices": [{"message": {"content": "Hi there, friend"}, "finish_reason": "stop", "token_ids": ids}]},
         {"content": "Hi there, friend"},
     ]
-    sources = set()
+    sources: set[str] = set()
     for use_logprobs in (True, False):
         for server in (None, "vllm", "none"):
             got = reconstruct_many(turns, use_logprobs=use_logprobs, server=server)

@@ -4,6 +4,7 @@ command and API: one parser, kimi_recon.record_options.parse_options."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def test_numpy_bool_thinking_from_arrow_batches_is_a_bool() -> None:
 @pytest.mark.parametrize("value", [1.5, -3, "2", True, 2.0])
 def test_call_index_offset_must_be_a_non_negative_int_everywhere(tok: KimiTokenizer, value: Any) -> None:
     # The issue: 1.5 and -3 wrote functions.f:1.5 / functions.f:-3; "2" raised a bare TypeError.
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: render_assistant_turn(TOOL_TURN, call_index_offset=value),
         lambda: reconstruct_output_ids(TOOL_TURN, tok, call_index_offset=value),
         lambda: build_training_sample([{"role": "user", "content": "q"}], TOOL_TURN, tokenizer=tok, call_index_offset=value),

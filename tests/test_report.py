@@ -49,7 +49,8 @@ def crafted_audit_dict() -> dict[str, Any]:
     """A fresh copy of the crafted audit's JSON form (audited once per session)."""
     if not _CRAFTED:
         _CRAFTED.append(crafted_audit().to_dict())
-    return json.loads(json.dumps(_CRAFTED[0]))
+    copied: dict[str, Any] = json.loads(json.dumps(_CRAFTED[0]))
+    return copied
 
 
 # -- the breakdown: histogram and worst records, in constant memory ---------------------------------------
@@ -128,7 +129,7 @@ def test_every_figure_on_the_page_equals_the_json_report() -> None:
     for path, fmt, text in found:
         assert text == shown(at(d, path), fmt), (path, text)
     keys = {json.dumps(p) for p, _, _ in found}
-    wanted = [["total"], ["counts", "exact"], ["exact_rate_of_all"], ["error_count"], ["error_rate"], ["compared"],
+    wanted: list[list[Any]] = [["total"], ["counts", "exact"], ["exact_rate_of_all"], ["error_count"], ["error_rate"], ["compared"],
               ["benign_count"], ["benign_rate"], ["exact_rate"]]
     wanted += [["counts", k] for k in KINDS] + [["rates", k] for k in KINDS]
     wanted += [["flag_counts", f] for f in d["flag_counts"]] + [["source_counts", s] for s in d["source_counts"]]
@@ -217,7 +218,8 @@ def test_page_for_a_million_record_audit_stays_under_5_mb() -> None:
         for i in range(20)
     )
     errors = tuple(RecordError(i, i + 1, long, long, long, "InvalidRecordError") for i in range(100))
-    counts = {k: 0 for k in KINDS} | {"exact": 900_000, "text_mismatch": 99_900}
+    counts: dict[str, int] = {str(k): 0 for k in KINDS}
+    counts |= {"exact": 900_000, "text_mismatch": 99_900}
     from kimi_recon._batch.audit_breakdown import REGIONS, AuditBreakdown
 
     hist = {r: tuple([10_000] * POSITION_BINS) for r in REGIONS}

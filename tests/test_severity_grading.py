@@ -29,7 +29,8 @@ def test_the_frequency_each_rare_loss_flag_carries_is_what_the_goldens_give(rows
         if name in ("end_token_hidden", "k3_end_token_hidden"):
             continue  # llama.cpp's, counted on the official turns' stop tokens: tests/test_llamacpp.py
         assert measured[name] == (hit, of), name
-        assert LOSSES[name].seen_text is not None and LOSSES[name].seen_text.startswith(f"{hit} of {of} ")
+        seen = LOSSES[name].seen_text
+        assert seen is not None and seen.startswith(f"{hit} of {of} ")
 
 
 def test_only_losses_no_count_can_show_are_graded_by_frequency() -> None:

@@ -50,7 +50,7 @@ def hf_render(template: str, messages: list[dict[str, Any]], tools: Any, add_gen
     return str(rendered[0])
 
 
-text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=25) | st.sampled_from(
+text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=25) | st.sampled_from(
     ["", " ", "\n\n", "```python\nprint(1)\n```", "你好，世界", "🙂👩‍💻", "a  b\t", "{\"k\": 1}"]
 )
 json_value = st.recursive(

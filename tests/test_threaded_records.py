@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,7 @@ def test_threaded_results_read_ahead_a_bounded_number_of_chunks() -> None:
             yield i
 
     stream = threaded_results(chunked(items(), 3), lambda chunk: [x * 2 for x in chunk], 2)
+    assert isinstance(stream, Generator)  # closing it stops the read-ahead
     assert next(stream) == 0
     assert read <= 3 * (IN_FLIGHT_PER_WORKER * 2 + 1)
     stream.close()
@@ -172,7 +173,8 @@ def test_the_cli_executor_choice_gives_the_same_rows_as_one_worker(tmp_path: Pat
 
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in POOL if isinstance(r, dict)) + "{broken\n", encoding="utf-8")
-    outputs, codes = [], []
+    outputs: list[Any] = []
+    codes: list[Any] = []
     for extra in ([], ["--workers", "2"], ["--workers", "2", "--executor", "threads"], ["--workers", "2", "--executor", "processes"]):
         out = tmp_path / f"out{len(outputs)}.jsonl"
         codes.append(main(["reconstruct", str(path), "-o", str(out), *extra]))

@@ -43,7 +43,7 @@ def test_prompt_with_preserve_thinking_template_equals_official(case: dict[str, 
 
 
 def test_missing_tool_call_ids_continue_the_conversation_count(tok: KimiTokenizer) -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "functions.f:0", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "functions.f:0", "content": "r"},

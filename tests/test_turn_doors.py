@@ -4,6 +4,7 @@ named error."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -148,7 +149,7 @@ def _outcome(read: Callable[[], AssistantTurn]) -> AssistantTurn | str:
 def test_every_door_gives_the_same_turn(drawn: tuple[dict[str, Any], str, AssistantTurn]) -> None:
     message, finish_reason, expected = drawn
     for lenient in (False, True):
-        seen = {name: _outcome(lambda d=door, le=lenient: turn_from_response(d, lenient=le)) for name, door in doors(message, finish_reason).items()}
+        seen = {name: _outcome(functools.partial(turn_from_response, door, lenient=lenient)) for name, door in doors(message, finish_reason).items()}
         seen["dataset record"] = _outcome(lambda: turn_of_record({"response": message, "finish_reason": finish_reason})) if lenient else seen["message dict"]
         empty = not expected.content and not expected.reasoning and not expected.tool_calls
         stopped = expected.finish_reason in ("stop", "length")  # nothing but the stop token, or cut at once: a turn

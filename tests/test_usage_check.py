@@ -8,7 +8,9 @@ ids through ``</think>``) ``m`` or ``m - 1``; for the prompt only its length.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -41,7 +43,7 @@ def turns(draw: st.DrawFn) -> tuple[list[int], int | None, bool]:
     return ids, (len(reasoning) + 1 if thinking else 0), False
 
 
-def reported(draw: st.DrawFn, true_count: int) -> int:
+def reported(draw: Callable[[st.SearchStrategy[Any]], Any], true_count: int) -> int:
     """A count as some server reports it: under a convention, or off by a random delta."""
     kind = draw(st.sampled_from(["exact", "without_stop", "with_eos", "random"]))
     shift = {"exact": 0, "without_stop": -1, "with_eos": 1}.get(kind)
