@@ -55,9 +55,11 @@ def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | No
     from ._batch.report_io import check_distinct_outputs
 
     check_input(args.input)
+    # every file the command reads is an input no output may replace (the chat template too)
+    inputs = [args.input, *(p for p in (getattr(args, "chat_template", None),) if p is not None)]
     for option, path in outputs:
         if path is not None:
-            refuse_output_is_input(path, [args.input], field=option)
+            refuse_output_is_input(path, inputs, field=option)
     check_distinct_outputs(outputs)
 
 

@@ -18,7 +18,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO, TextIO, Union
+from typing import Any, BinaryIO, TextIO, Union
 
 from ..errors import InputFileError, InputFileNotFoundError, OutputFileError
 
@@ -156,10 +156,55 @@ def open_input(path: PathArg, field: str = "input") -> Iterator[BinaryIO]:
                 raise InputFileError(
                     f"{name} is zstandard-compressed: pip install 'kimi-recon[zstd]', or decompress it first (zstd -d)", field=field
                 ) from None
-            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            yield stack.enter_context(io.BufferedReader(reader))
+            yield stack.enter_context(io.BufferedReader(_ZstdFrames(raw, zstandard)))
         else:
             yield raw
+
+
+class _ZstdFrames(io.RawIOBase):
+    """The decompressed bytes of every zstandard frame of ``raw``, one after another. Unlike zstandard's own
+    stream reader, which returns what it has and then ends, input that ends inside a frame raises
+    ``EOFError`` and damaged data ``ValueError``, so a cut or corrupt archive is never read as a short file.
+    (A file cut exactly between two frames is a valid, shorter archive: nothing in it can tell.)"""
+
+    _CHUNK = 1 << 16
+
+    def __init__(self, raw: BinaryIO, zstandard: Any) -> None:
+        self._raw, self._zstd = raw, zstandard
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._started = False  # whether the current frame has taken any input
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._raw.read(self._CHUNK)
+            if not chunk:
+                if self._started:
+                    raise EOFError("the zstandard data ends inside a frame (a cut file)")
+                return 0
+            self._pending = self._feed(chunk)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def _feed(self, chunk: bytes) -> bytes:
+        out = []
+        while chunk:
+            self._started = True
+            try:
+                out.append(self._frame.decompress(chunk))
+            except self._zstd.ZstdError as err:
+                raise ValueError(f"damaged zstandard data ({err})") from None
+            if not self._frame.eof:
+                break
+            chunk = self._frame.unused_data
+            self._frame = self._zstd.ZstdDecompressor().decompressobj()
+            self._started = False
+        return b"".join(out)
 
 
 def read_lines(path: PathArg, field: str = "input") -> Iterator[bytes]:

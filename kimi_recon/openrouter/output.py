@@ -30,14 +30,14 @@ import json
 import math
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from .._base.arguments import bool_argument, instance_argument, path_argument
-from .._base.files import SURROGATE
+from .._base.files import SURROGATE, read_lines
 from .._base.files import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
 from ..errors import InvalidInputError, OutputFileError
 from ..flags import Flag, FlagCode, flags_to_json
@@ -200,7 +200,7 @@ def is_complete_row(text: str) -> bool:
     return isinstance(record, Mapping) and isinstance(record.get("id"), str)
 
 
-def scan_rows(lines: Iterable[str], path: str = "<output>") -> ResumeState:
+def scan_rows(lines: Iterable[str | bytes], path: str = "<output>") -> ResumeState:
     """The ids, outcome counts and spend in complete row lines (each ending in a newline).
 
     A prompt's outcome is its last row. Only an error row may be followed by another row of the same id
@@ -275,9 +275,10 @@ class OutputFile:
             self._refuse_stdout()
             self._fd = self._locked(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644))
         try:
+            # What the file is, read first and changed by nothing: only a generate log, whose last write may
+            # have been cut, gets its tail repaired; any other file is refused as it is.
+            state = scan_rows(_log_lines(self.path), str(self.path))
             repaired = _repair_tail(self._fd)
-            with open(self.path, encoding="utf-8") as f:
-                state = scan_rows(f, str(self.path))
         except BaseException:
             self.close()
             raise
@@ -328,6 +329,40 @@ class OutputFile:
         if self._fd is not None:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
+
+
+#: How every row starts on disk (``to_json_line`` of a row whose first key is ``id``): a torn last write is a
+#: prefix of a row, so it starts with this (or is a prefix of it).
+_ROW_START = b'{"id": '
+
+
+def _log_lines(path: Path) -> Iterator[bytes]:
+    """The lines of a generate log, read as every input is (:func:`~kimi_recon._base.files.read_lines`: bounded
+    lines, damaged bytes a named error). A last line without its newline is yielded when it is a whole row (the
+    repair adds the newline) and left out when it is a row cut short (the repair drops it); anything else
+    there is no log's: refused before the file is touched."""
+    previous: bytes | None = None
+    for line in read_lines(path, "output"):
+        if previous is not None:
+            yield previous
+        previous = line
+    if previous is None:
+        return
+    if previous.endswith(b"\n"):
+        yield previous
+        return
+    try:
+        whole = is_complete_row(previous.decode("utf-8"))
+    except UnicodeDecodeError:
+        whole = False
+    if whole:
+        yield previous
+    elif not (previous.startswith(_ROW_START) or _ROW_START.startswith(previous)):
+        raise InvalidInputError(
+            f"{path} ends with a line that is not a generate row (nor one cut short); it is not a generate log, "
+            "so it was left as it is: choose another -o",
+            field="output",
+        )
 
 
 def _repair_tail(fd: int) -> str | None:

@@ -49,3 +49,15 @@ def test_a_bad_option_stops_every_command_before_any_output(tmp_path: Path) -> N
         assert main(command + options) == 2, options
         assert out.read_text(encoding="utf-8") == "old\n", command
         assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"], command
+
+
+def test_no_output_replaces_the_chat_template_it_reads(tmp_path: Path) -> None:
+    """``build-samples --chat-template T -o T`` (or ``--errors T``) overwrote the template (issue 35)."""
+    from kimi_recon.cli import main
+
+    sample = str(files("kimi_recon") / "data" / "sample" / "k2.5-dev-sample.jsonl")
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ messages }}", encoding="utf-8")
+    for option in ("-o", "--errors"):
+        assert main(["build-samples", sample, "--chat-template", str(template), option, str(template)]) == 2
+        assert template.read_text(encoding="utf-8") == "{{ messages }}"
