@@ -33,7 +33,14 @@ def test_a_file_that_is_not_a_generate_log_is_refused_untouched(tmp_path: Path, 
     assert path.read_bytes() == content
 
 
-@pytest.mark.parametrize(("content", "kept", "done"), [(ROW + b'{"id": "b", "sta', ROW, {"a"}), (ROW + ROW[:-1].replace(b'"a"', b'"b"'), ROW + ROW.replace(b'"a"', b'"b"'), {"a", "b"}), (b'{"id', b"", set())])
+@pytest.mark.parametrize(
+    ("content", "kept", "done"),
+    [
+        (ROW + b'{"id": "b", "sta', ROW, {"a"}),  # a row cut short: dropped
+        (ROW + ROW[:-1].replace(b'"a"', b'"b"'), ROW + ROW.replace(b'"a"', b'"b"'), {"a", "b"}),  # whole: newline added
+        (b'{"id', b"", set()),  # the first write cut short
+    ],
+)
 def test_a_logs_torn_tail_is_still_repaired(tmp_path: Path, content: bytes, kept: bytes, done: set[str]) -> None:
     path = tmp_path / "out.jsonl"
     path.write_bytes(content)
