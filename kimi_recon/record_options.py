@@ -125,7 +125,9 @@ def parse_options(
         raise InvalidInputError(f"must be an object, got {type(own).__name__}", field="record", sample=sample)
 
     def pick(key: str, default: object) -> object:
-        value = own.get(key) if key in read else None
+        if key not in read:
+            return default
+        value = _record_thinking(own) if key == "thinking" else _record_thinking_effort(own) if key == "thinking_effort" else own.get(key)
         return default if value is None else value
 
     try:
@@ -178,9 +180,73 @@ def _profile_thinking(profile: ChatProfile, thinking: bool) -> bool:
     return thinking
 
 
+def _record_thinking(record: Mapping[str, Any]) -> object:
+    """A record's ``thinking`` setting, else what the request it was made with says about thinking: Moonshot's
+    ``thinking: {"type": "disabled"}``, OpenRouter's ``reasoning: {"enabled": false}`` or ``{"effort": "none"}``,
+    a server's ``chat_template_kwargs: {"thinking": false}``, on the record or in its ``request`` object; None
+    when nothing says (the caller's default then holds).
+
+    >>> _record_thinking({"request": {"reasoning": {"enabled": False}}}), _record_thinking({"messages": []})
+    (False, None)
+    """
+    own = record.get("thinking")
+    if own is not None:
+        return own
+    request = record.get("request")
+    for source in (record, request) if isinstance(request, Mapping) else (record,):
+        for key in ("thinking", "reasoning", "chat_template_kwargs"):
+            said = _thinking_said(key, source.get(key))
+            if said is not None:
+                return said
+    return None
+
+
+def _thinking_said(key: str, value: object) -> bool | None:
+    """What one request setting says about thinking, if anything."""
+    if not isinstance(value, Mapping):
+        return value if key == "thinking" and isinstance(value, bool) else None
+    if key == "thinking" and value.get("type") in ("enabled", "disabled"):
+        return bool(value["type"] == "enabled")
+    if key == "reasoning":
+        if isinstance(value.get("enabled"), bool):
+            return bool(value["enabled"])
+        if value.get("effort") == "none":
+            return False
+    if key == "chat_template_kwargs" and isinstance(value.get("thinking"), bool):
+        return bool(value["thinking"])
+    return None
+
+
+def _record_thinking_effort(record: Mapping[str, Any]) -> object:
+    """A record's ``thinking_effort``, else the request's: Moonshot's top-level ``reasoning_effort``
+    (``low``/``high``/``max``) or OpenRouter's ``reasoning: {"effort": ...}`` when it is one of those, on the
+    record or in its ``request``; None when nothing says (the K3 renderer then uses ``max``, as Moonshot's
+    renderer does)."""
+    own = record.get("thinking_effort")
+    if own is not None:
+        return own
+    request = record.get("request")
+    for source in (record, request) if isinstance(request, Mapping) else (record,):
+        effort = source.get("reasoning_effort")
+        reasoning = source.get("reasoning")
+        if effort is None and isinstance(reasoning, Mapping) and reasoning.get("effort") in _K3_EFFORTS:
+            # (OpenRouter's own scale, minimal/medium/xhigh, has no K3 counterpart kimi-recon can vouch for)
+            effort = reasoning.get("effort")
+        if effort is not None:
+            return effort
+    return None
+
+
+#: The efforts Moonshot's K3 API and renderer take (kimi_recon._render.k3_prompt checks what reaches it).
+_K3_EFFORTS = frozenset({"low", "high", "max"})
+
+
 def _thinking(value: object) -> bool:
     if isinstance(value, bool):
         return value
+    said = _thinking_said("thinking", value)  # Moonshot's {"type": "enabled" | "disabled"}
+    if said is not None:
+        return said
     if getattr(getattr(value, "dtype", None), "kind", None) == "b":  # numpy booleans from Arrow/Ray batches
         return bool(value)
     raise InvalidInputError(f"must be true or false (a JSON boolean), got {preview(value)}", field="thinking")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from testdata import OFFICIAL, read_jsonl
 
-from kimi_recon import KimiTokenizer, build_training_sample, reconstruct_output_ids, render_prompt, sample_batch
+from kimi_recon import KimiTokenizer, build_training_sample, load_tokenizer, reconstruct_output_ids, render_prompt, sample_batch
 from kimi_recon.cli import main
 from kimi_recon.dataset import audit_record, audit_row, reconstruct_record
 from kimi_recon.errors import InvalidInputError
@@ -286,3 +286,39 @@ def test_an_arrow_round_trip_is_undone_exactly_or_refused_saying_so(rows: list[l
             continue
         assert options.tools is not None and list(options.tools) == original
         assert bool(options.flags) == (filled != original)
+
+
+# -- the request a record was made with says whether thinking was on, and K3's effort (issue 33) ---------------
+
+_TEXT_TURN = {"model": "moonshotai/kimi-k2.5", "choices": [{"message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}]}
+
+
+@pytest.mark.parametrize(
+    ("said", "thinking"),
+    [
+        ({"request": {"reasoning": {"enabled": False}}}, False),
+        ({"reasoning": {"effort": "none"}}, False),
+        ({"thinking": {"type": "disabled"}}, False),
+        ({"request": {"thinking": {"type": "enabled"}}}, True),
+        ({"request": {"chat_template_kwargs": {"thinking": False}}}, False),
+        ({"thinking": False, "request": {"reasoning": {"enabled": True}}}, False),  # the record's own key wins
+        ({"reasoning": "a reasoning text, not a request setting"}, True),
+    ],
+)
+def test_a_thinking_off_request_is_rebuilt_without_think_end(tok: KimiTokenizer, said: dict[str, Any], thinking: bool) -> None:
+    record = {"id": "r", "messages": [{"role": "user", "content": "q"}], "response": _TEXT_TURN, **said}
+    result = reconstruct_record(record, tok)
+    assert result.thinking is thinking
+    assert result.ids == tok.encode(("</think>" if thinking else "") + "Hello<|im_end|>", allowed_special="all")
+    assert sample_from_record(record, tok).output_ids == result.ids
+
+
+@pytest.mark.parametrize(
+    ("said", "effort"),
+    [({}, "max"), ({"reasoning_effort": "high"}, "high"), ({"request": {"reasoning_effort": "low"}}, "low"),
+     ({"request": {"reasoning": {"effort": "low"}}}, "low"), ({"reasoning": {"effort": "medium"}}, "max"), ({"thinking_effort": "high", "reasoning_effort": "low"}, "high")],
+)
+def test_a_k3_prompt_takes_the_requests_reasoning_effort(said: dict[str, Any], effort: str) -> None:
+    record = {"id": "k", "messages": [{"role": "user", "content": "q"}], "response": {**_TEXT_TURN, "model": "moonshotai/kimi-k3"}, **said}
+    prompt = load_tokenizer(profile="kimi-k3").decode(sample_from_record(record).prompt_ids)
+    assert f"thinking_effort={effort}`" in prompt

@@ -26,7 +26,7 @@ from ..flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from ..models import AssistantTurn
 from ..profiles import get_profile
 from ..reconstruct import Reconstruction, _encode_pending, _finished, _PendingTurn, _rendered_for_ids, _with_assumed_profile
-from ..record_options import OPTION_KEYS, arrow_tools, call_index_offset_of, parse_options
+from ..record_options import OPTION_KEYS, _record_thinking, arrow_tools, call_index_offset_of, parse_options
 from ..servers import ServerProfile, get_server, server_of
 from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
@@ -274,7 +274,7 @@ def _options(record: Mapping[str, Any], profile: str | None, thinking: bool, mod
     :func:`kimi_recon.record_options.parse_options`."""
     if model is None:
         model = record.get("model")
-    own = (record.get("profile"), record.get("thinking"), record.get("call_index_offset"))
+    own = (record.get("profile"), _record_thinking(record), record.get("call_index_offset"))
     if _plain_options(own, profile, thinking, model):  # the usual record: a few combinations over a whole dataset
         return _plain_options_read(*own, profile, thinking, model)
     options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
@@ -283,24 +283,24 @@ def _options(record: Mapping[str, Any], profile: str | None, thinking: bool, mod
 
 def _plain_options(own: tuple[object, object, object], profile: object, thinking: object, model: object) -> bool:
     """Whether a record's options and the call's are values a cache can key on (strings, bools, ints or None)."""
-    record_profile, record_thinking, offset = own
+    record_profile, _record_thinking, offset = own
     return (
         type(thinking) is bool
         and (profile is None or type(profile) is str)
         and (model is None or type(model) is str)
         and (record_profile is None or type(record_profile) is str)
-        and (record_thinking is None or type(record_thinking) is bool)
+        and (_record_thinking is None or type(_record_thinking) is bool)
         and (offset is None or type(offset) is int)
     )
 
 
 @functools.lru_cache(maxsize=256)
 def _plain_options_read(
-    record_profile: str | None, record_thinking: bool | None, offset: int | None, profile: str | None, thinking: bool, model: str | None
+    record_profile: str | None, _record_thinking: bool | None, offset: int | None, profile: str | None, thinking: bool, model: str | None
 ) -> tuple[str, bool, int]:
     """:func:`_options` of a record whose options are plain values: the same ``parse_options`` reading, once per
     combination (an error is raised every time: ``lru_cache`` keeps no exception)."""
-    record = {k: v for k, v in zip(_RECONSTRUCT_OPTIONS, (record_profile, record_thinking, offset), strict=True) if v is not None}
+    record = {k: v for k, v in zip(_RECONSTRUCT_OPTIONS, (record_profile, _record_thinking, offset), strict=True) if v is not None}
     options = parse_options(record, profile=profile, thinking=thinking, read=_RECONSTRUCT_OPTIONS, model=model)
     return options.profile.name, options.thinking, options.call_index_offset or 0
 
