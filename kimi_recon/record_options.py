@@ -35,7 +35,17 @@ from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile, profile_or_model
 
-__all__ = ["MAX_TOOLS_DEPTH", "OPTION_KEYS", "RESERVED_TEMPLATE_KWARGS", "RecordOptions", "arrow_tools", "parse_options", "turn_options"]
+__all__ = [
+    "MAX_TOOLS_DEPTH",
+    "OPTION_KEYS",
+    "RESERVED_TEMPLATE_KWARGS",
+    "RecordOptions",
+    "arrow_tools",
+    "calls_before_the_turn",
+    "count_tool_calls",
+    "parse_options",
+    "turn_options",
+]
 
 #: The record keys :func:`parse_options` reads.
 OPTION_KEYS: tuple[str, ...] = (
@@ -152,6 +162,33 @@ def parse_options(
         )
     except InvalidInputError as err:
         raise err.with_sample(sample) from None
+
+
+def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Tool calls made by assistant messages so far: the next call's ``functions.NAME:IDX`` index.
+
+    The model numbers its calls across the whole conversation, so a new turn's first call is not 0.
+    A ``tool_calls`` that is not a list (null, a string, an object) counts as none.
+    """
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidInputTypeError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
+    total = 0
+    for message in messages:
+        if isinstance(message, Mapping) and message.get("role") == "assistant":
+            calls = message.get("tool_calls")
+            if isinstance(calls, Sequence) and not isinstance(calls, (str, bytes)):
+                total += len(calls)
+    return total
+
+
+def calls_before_the_turn(messages: object) -> int | None:
+    """:func:`count_tool_calls` of a record's ``messages`` without a last assistant message (the turn itself, in a
+    record that stores the whole conversation); None when ``messages`` is not a list of messages."""
+    if not isinstance(messages, list):
+        return None
+    if messages and isinstance(messages[-1], Mapping) and messages[-1].get("role") == "assistant":
+        messages = messages[:-1]
+    return count_tool_calls(messages)
 
 
 def call_index_offset_of(record: Mapping[str, Any]) -> int:

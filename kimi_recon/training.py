@@ -10,12 +10,13 @@ from ._base.reprs import ids_repr
 from ._records.prompt import _encode_prompt, _render_prompt
 from ._records.prompt import deep_sorted as deep_sorted  # moved with the prompt rendering; importable here as before
 from ._render import formats as _formats
-from .errors import InvalidInputError, InvalidInputTypeError
+from .errors import InvalidInputError
 from .flags import Flag, FlagCode, flags_to_json
 from .models import AssistantTurn, tojson
 from .profiles import ChatProfile
 from .reconstruct import reconstruct_output_ids
 from .record_options import RecordOptions, parse_options
+from .record_options import count_tool_calls as count_tool_calls  # moved below the records; importable here as before
 from .responses import as_turn
 from .segments import Segment, surrogate_flag
 from .tokenizer import KimiTokenizer, tokenizer_for_profile
@@ -66,23 +67,6 @@ class TrainingSample:
         if self.token_counts is not None:
             row["token_counts"] = self.token_counts.to_dict()
         return row
-
-
-def count_tool_calls(messages: Sequence[Mapping[str, Any]]) -> int:
-    """Tool calls made by assistant messages so far: the next call's ``functions.NAME:IDX`` index.
-
-    The model numbers its calls across the whole conversation, so a new turn's first call is not 0.
-    A ``tool_calls`` that is not a list (null, a string, an object) counts as none.
-    """
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise InvalidInputTypeError(f"must be a list of messages, got {type(messages).__name__}", field="messages")
-    total = 0
-    for message in messages:
-        if isinstance(message, Mapping) and message.get("role") == "assistant":
-            calls = message.get("tool_calls")
-            if isinstance(calls, Sequence) and not isinstance(calls, (str, bytes)):
-                total += len(calls)
-    return total
 
 
 # render_prompt, encode_prompt and build_training_sample spell their keywords out (public signatures, pinned by

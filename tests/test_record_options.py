@@ -322,3 +322,27 @@ def test_a_k3_prompt_takes_the_requests_reasoning_effort(said: dict[str, Any], e
     record = {"id": "k", "messages": [{"role": "user", "content": "q"}], "response": {**_TEXT_TURN, "model": "moonshotai/kimi-k3"}, **said}
     prompt = load_tokenizer(profile="kimi-k3").decode(sample_from_record(record).prompt_ids)
     assert f"thinking_effort={effort}`" in prompt
+
+
+def test_every_door_numbers_a_replaced_call_id_from_the_records_messages(tok: KimiTokenizer) -> None:
+    """``reconstruct`` and ``audit`` numbered a server-issued call id (``call_abc123``) from 0 without looking at the
+    record's ``messages``; the training rows counted the calls there (issue 33). Every door counts them now."""
+    history = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"functions.get_weather:{i}", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}} for i in range(3)]},
+        *({"role": "tool", "tool_call_id": f"functions.get_weather:{i}", "content": "sunny"} for i in range(3)),
+        {"role": "user", "content": "and tomorrow?"},
+    ]
+    call = {"id": "call_abc123", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    response = {"choices": [{"message": {"role": "assistant", "content": "", "reasoning_content": "Check.", "tool_calls": [call]}, "finish_reason": "tool_calls"}]}
+    record = {"id": "r", "messages": history, "response": response}
+    rebuilt = reconstruct_record(record, tok)
+    assert "functions.get_weather:3" in rebuilt.text
+    assert sample_from_record(record, tok).output_ids == rebuilt.ids
+    # the whole conversation stored, the answer last: the answer's own calls are not counted
+    whole = {**record, "messages": [*history, response["choices"][0]["message"]]}
+    assert reconstruct_record(whole, tok).ids == rebuilt.ids
+    assert "functions.get_weather:5" in reconstruct_record({**record, "call_index_offset": 5}, tok).text  # the record's own key wins
+    audited = audit_record({**record, "reference_ids": rebuilt.ids}, tok)
+    assert audited.comparison is not None and audited.comparison.exact

@@ -26,7 +26,7 @@ from ..flags import Flag, FlagCode, flag_codes_text, flags_to_json, max_severity
 from ..models import AssistantTurn
 from ..profiles import get_profile
 from ..reconstruct import Reconstruction, _encode_pending, _finished, _PendingTurn, _rendered_for_ids, _with_assumed_profile
-from ..record_options import OPTION_KEYS, _record_thinking, arrow_tools, call_index_offset_of, parse_options
+from ..record_options import OPTION_KEYS, _record_thinking, arrow_tools, call_index_offset_of, calls_before_the_turn, parse_options
 from ..servers import ServerProfile, get_server, server_of
 from ..tokenizer import BUNDLED, KimiTokenizer, load_tokenizer, tokenizer_for_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile, reported_counts
@@ -393,6 +393,12 @@ def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None,
     turn = _turn_of_response(rec, field, response)
     model = turn.metadata.get("model")
     prof, think, offset = _options(rec, profile, thinking, model)
+    if turn.tool_calls and rec.get("call_index_offset") is None:
+        # the model numbers its calls across the conversation: count those of the record's messages, as the
+        # training rows do (a replaced server call id is rebuilt at that index)
+        counted = calls_before_the_turn(rec.get("messages"))
+        if counted is not None:
+            offset = counted
     # (record_server's reading, with the response found once)
     pending = _rendered_for_ids(turn, tok, prof, think, call_index_offset=offset, stop=None, server=server_of(rec, response, server))
     if profile is None and rec.get("profile") is None:  # the format came from the model id, or was assumed
