@@ -68,15 +68,31 @@ def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: 
 
     The rows go to a temporary file renamed over ``path`` only once every record is written.
     """
+    from ._batch.training_rows import SEVERITY_NAMES
+
     done = failed = 0
+    by_severity = dict.fromkeys(SEVERITY_NAMES, 0)
     with atomic_output(args.output) as out:
         for row in rows:
             failed += row.get("error") is not None
             done += 1
+            if row.get("error") is None:
+                worst = max((str(f.get("severity")) for f in row.get("flags") or () if isinstance(f, dict)), key=_severity_rank, default="none")
+                by_severity[worst] = by_severity.get(worst, 0) + 1
             # a lone surrogate (from a "\\ud800" escape in the input) is written as that escape by atomic_output
             out.write(to_json_line(row) + "\n")
-    _info(args, f"{what} {done - failed} of {done} records; {failed} recorded as errors")
+    worst_line = ", ".join(f"{s} {n}" for s, n in by_severity.items())
+    _info(args, f"{what} {done - failed} of {done} records (by worst flag: {worst_line}); {failed} recorded as errors")
     return 1 if failed else 0
+
+
+def _severity_rank(name: object) -> int:
+    from .flags import Severity
+
+    try:
+        return Severity(name).rank + 1
+    except ValueError:  # "none", or a name of another version
+        return 0
 
 
 def _add_workers(p: argparse.ArgumentParser) -> None:
@@ -131,8 +147,21 @@ def _training_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
 
 
 def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: str) -> int:
-    if summary.errors or not args.quiet:
+    """The summary line (rows by their worst flag) and the exit status: 1 when a record failed, or when rows were
+    written and none is usable (every one carries a ``loss`` flag: a wrong --profile, a server that dropped the
+    reasoning), so a pipeline does not train on them unawares."""
+    lossy = summary.by_severity.get("loss", 0)
+    if summary.errors or lossy or not args.quiet:
         print(terminal_safe(summary.line(command)), file=sys.stderr)
+    if lossy:
+        print(
+            f"{command}: {lossy} of {summary.rows} rows carry a loss flag (ids that almost surely differ from the model's): "
+            "drop them with --drop-severity loss, or fix what the flags name (see max_severity and flags in the rows)",
+            file=sys.stderr,
+        )
+    if summary.rows and not summary.usable:
+        print(f"FAIL: {command}: no usable row: every one of the {summary.rows} rows carries a loss flag", file=sys.stderr)
+        return 1
     return 1 if summary.errors else 0
 
 
@@ -189,6 +218,8 @@ def _audit_failures(args: argparse.Namespace, report: DatasetAudit) -> list[str]
     # Unreadable records count against the rates: 1 exact record of 10 lines is 10%, not "1/1".
     if args.min_exact is not None and report.exact_rate_of_all < args.min_exact:
         failures.append(f"exact rate {report.exact_rate_of_all:.4f} ({report.exact_count} of {report.total} records, {report.error_count} unreadable) is below --min-exact {args.min_exact}")
+    if report.compared and report.benign_count == 0:
+        failures.append(f"no record is exact or a benign re-split: all {report.compared} compared records differ (a wrong --profile? see the kinds above)")
     benign_of_all = report.benign_count / report.total if report.total else 0.0
     if args.min_benign is not None and benign_of_all < args.min_benign:
         failures.append(f"exact + benign rate {benign_of_all:.4f} ({report.benign_count} of {report.total} records, {report.error_count} unreadable) is below --min-benign {args.min_benign}")
@@ -301,8 +332,8 @@ Each input line is a JSON object:
   "usage", "provider", "messages"   optional: the server's token counts are checked when present
 
 Exit status: 0 passed; 1 a record could not be read (unless --allow-errors or within --max-errors),
-nothing was compared, or a --min-exact / --min-benign threshold was missed; 2 bad usage or an
-unreadable file; 130 interrupted.
+nothing was compared, no compared record is exact or benign, or a --min-exact / --min-benign threshold
+was missed; 2 bad usage or an unreadable file; 130 interrupted; 141 the reader of stdout went away.
 
 Example:
   kimi-recon audit data.jsonl --min-exact 0.99 --json report.json --html report.html
@@ -339,7 +370,9 @@ Each input line is a JSON object:
 {RECORD_OPTIONS}
   "template_kwargs", "call_index_offset"   optional (docs/pitfalls.md, record options)
 
-Exit status: 0 every record became a row; 1 some records failed; 2 bad usage or an unreadable file.
+Exit status: 0 every record became a row; 1 some records failed, or every row carries a loss flag (none
+usable); 2 bad usage or an unreadable file; 141 the reader of stdout went away. The summary on stderr
+counts the rows by their worst flag.
 
 Example:
   kimi-recon build-samples conversations.jsonl -o samples.jsonl --workers 0

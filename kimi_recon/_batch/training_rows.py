@@ -19,6 +19,7 @@ stop at it or skip it silently.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -349,22 +350,38 @@ class WriteSummary:
     errors: int
     output: str
     errors_output: str | None
+    #: rows by their worst flag (``max_severity``; ``none``: no flag)
+    by_severity: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def line(self, command: str) -> str:
         where = f" to {self.errors_output}" if self.errors_output else " (listed above)"
-        return f"{command}: {self.rows} training rows to {self.output}; {self.errors} failed records{where}"
+        worst = ", ".join(f"{s} {self.by_severity.get(s, 0)}" for s in SEVERITY_NAMES)
+        return f"{command}: {self.rows} training rows to {self.output} (by worst flag: {worst}); {self.errors} failed records{where}"
+
+    @property
+    def usable(self) -> int:
+        """Rows whose ids are not known to differ (no ``loss`` flag)."""
+        return self.rows - self.by_severity.get("loss", 0)
 
 
 def _json_line(row: Mapping[str, Any]) -> str:
     return to_json_line(row) + "\n"
 
 
-def _write_results(results: Iterable[SampleResult], out: TextIO, errors: TextIO | None, stderr: TextIO) -> tuple[int, int]:
+#: Severity names, worst first, then rows with no flag (the audit summary's order).
+SEVERITY_NAMES = ("loss", "risk", "unlikely", "info", "none")
+
+
+def _write_results(
+    results: Iterable[SampleResult], out: TextIO, errors: TextIO | None, stderr: TextIO, by_severity: dict[str, int]
+) -> tuple[int, int]:
     rows = failed = 0
     for result in results:
         if result.row is not None:
             out.write(_json_line(result.row))
             rows += 1
+            worst = result.row.get("max_severity") or "none"
+            by_severity[worst] = by_severity.get(worst, 0) + 1
             continue
         failed += 1
         if errors is not None:
@@ -394,10 +411,11 @@ def write_training_rows(
     err_stream = stderr if stderr is not None else sys.stderr
     if errors_output is None:
         errors_output = default_errors_path(output)
+    by_severity: dict[str, int] = {}
     with atomic_output(output, "--output") as out:
         if errors_output is None:
-            rows, failed = _write_results(results, out, None, err_stream)
+            rows, failed = _write_results(results, out, None, err_stream, by_severity)
         else:
             with atomic_output(errors_output, "--errors") as errors:
-                rows, failed = _write_results(results, out, errors, err_stream)
-    return WriteSummary(rows, failed, "stdout" if is_stdio(output) else output, errors_output)
+                rows, failed = _write_results(results, out, errors, err_stream, by_severity)
+    return WriteSummary(rows, failed, "stdout" if is_stdio(output) else output, errors_output, by_severity)

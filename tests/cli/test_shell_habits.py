@@ -9,6 +9,8 @@ from importlib.metadata import version
 from importlib.resources import files
 from pathlib import Path
 
+import pytest
+
 
 def test_python_dash_m_runs_the_command() -> None:
     done = subprocess.run([sys.executable, "-m", "kimi_recon", "--version"], capture_output=True, text=True, check=False)
@@ -61,3 +63,28 @@ def test_no_output_replaces_the_chat_template_it_reads(tmp_path: Path) -> None:
     for option in ("-o", "--errors"):
         assert main(["build-samples", sample, "--chat-template", str(template), option, str(template)]) == 2
         assert template.read_text(encoding="utf-8") == "{{ messages }}"
+
+
+def test_the_commands_say_their_rows_by_worst_flag_and_fail_when_none_is_usable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``build-samples`` wrote 80 rows that all carried a loss flag with exit 0 and nothing on stderr, and
+    ``audit`` exited 0 with no benign record (issue 33): the summary counts rows by their worst flag, a loss
+    says how to drop it, and a run with no usable row fails."""
+    import json
+
+    from kimi_recon.cli import main
+
+    sample = str(files("kimi_recon") / "data" / "sample" / "k2.5-dev-sample.jsonl")
+    assert main(["reconstruct", sample, "-o", str(tmp_path / "r.jsonl")]) == 1  # (the sample's one broken line)
+    assert "(by worst flag: loss 1, risk 1, unlikely 1, info 0, none 33)" in capsys.readouterr().err
+    # every row a loss: a thinking-off answer that kept its reasoning (dropped by the rebuild: reasoning_dropped)
+    turn = {"role": "assistant", "content": "Hi", "reasoning_content": "Hm."}
+    records = [{"id": f"r{i}", "thinking": False, "messages": [{"role": "user", "content": "q"}], "response": turn} for i in range(3)]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert main(["build-samples", str(path), "-o", str(tmp_path / "rows.jsonl"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "loss 3" in err and "--drop-severity loss" in err and "no usable row" in err
+    audited = [{**r, "thinking": True, "reference_ids": [1, 2, 3]} for r in records]
+    path.write_text("".join(json.dumps(r) + "\n" for r in audited), encoding="utf-8")
+    assert main(["audit", str(path), "--quiet"]) == 1
+    assert "no record is exact or a benign re-split" in capsys.readouterr().err
