@@ -11,7 +11,6 @@ tokenizer is built, so :func:`official_encode_cuts` and :func:`bpe_merges` work 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from .errors import InvalidInputError, InvalidInputTypeError, OutputFileError, p
 from .profiles import get_profile, special_tokens_for
 from .special_tokens import NUM_SPECIAL_SLOTS, SpecialTokenRegistry
 from .tokenizer import KIMI_PAT_STR, KNOWN_VOCAB_SHA256, VOCAB_FILE, KimiTokenizer, checked_tokenizer, load_tokenizer, official_chunks
+from .tokenizer import byte_to_unicode as byte_to_unicode  # moved beside the tokenizer; importable here as before
 
 if TYPE_CHECKING:
     import tokenizers
@@ -66,19 +66,6 @@ def official_encode_cuts(text: str) -> bool:
     if not isinstance(text, str):
         raise InvalidInputError(f"must be a str, got {type(text).__name__}", field="text")
     return next(islice(official_chunks(text), 1, None), None) is not None
-
-
-@functools.lru_cache(maxsize=1)
-def byte_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> character map, which byte-level BPE vocabularies and the ByteLevel steps use."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in chars:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return dict(sorted(chars.items()))
 
 
 def _split_by_bpe(ranks: Mapping[bytes, int], token: bytes, rank: int) -> list[bytes]:

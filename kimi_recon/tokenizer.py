@@ -254,6 +254,19 @@ def encoding_encode_bytes(encoding: tiktoken.Encoding, data: bytes) -> list[int]
     return ids
 
 
+@functools.lru_cache(maxsize=1)
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> character map, which byte-level BPE vocabularies and the ByteLevel steps use."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return dict(sorted(chars.items()))
+
+
 class KimiTokenizer:
     """Encode and decode exactly as Moonshot's official Kimi tokenizer does."""
 
@@ -506,6 +519,83 @@ class KimiTokenizer:
 
     def is_special(self, token_id: int) -> bool:
         return token_id in self._special_by_id
+
+    # -- the names tiktoken and transformers users look for, where they mean the same thing ---------------------
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """tiktoken's name: the ids of ``text`` with every special-token text read as ordinary text
+        (``encode(text, allowed_special=set())``).
+
+        >>> tok = load_tokenizer()
+        >>> tok.encode_ordinary("<|im_end|>") == tok.encoding.encode_ordinary("<|im_end|>")
+        True
+        """
+        return self.encode(text, allowed_special=set())
+
+    def encode_batch(self, texts: Sequence[str], *, allowed_special: Literal["all"] | Set[str] = "all") -> list[list[int]]:
+        """tiktoken's name: :meth:`encode` of each text (Kimi's default, as for :meth:`encode`: special-token text
+        is read as its id; tiktoken's own default refuses it)."""
+        return self.encode_many(texts, allowed_special=allowed_special)
+
+    @property
+    def n_vocab(self) -> int:
+        """tiktoken's name for :attr:`vocab_size` (every id, special slots included)."""
+        return self.vocab_size
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """tiktoken's name for :meth:`token_bytes`."""
+        return self.token_bytes(token)
+
+    @property
+    def eot_token(self) -> int | None:
+        """tiktoken's name for the end-of-text id: ``[EOS]`` (163585), :attr:`eos_token_id`. A Kimi turn ends on
+        ``<|im_end|>`` (163586) instead: :attr:`~kimi_recon.profiles.ChatProfile.stop_token_id`."""
+        return self.eos_token_id
+
+    @property
+    def eos_token(self) -> str | None:
+        """transformers' name: the text of :attr:`eos_token_id` (``[EOS]``)."""
+        return None if self.eos_token_id is None else self._special_by_id.get(self.eos_token_id)
+
+    @property
+    def pad_token(self) -> str | None:
+        """transformers' name: ``[PAD]``, as the official tokenizer config sets it."""
+        return "[PAD]" if "[PAD]" in self._special else None
+
+    @property
+    def pad_token_id(self) -> int | None:
+        """transformers' name: the id of ``[PAD]`` (163839)."""
+        return self._special.get("[PAD]")
+
+    def __call__(self, text: str | Sequence[str]) -> dict[str, Any]:
+        """transformers' habit ``tokenizer(text)``: ``{"input_ids": ids, "attention_mask": [1, ...]}`` (a list of
+        each for a list of texts). No token is added: a Kimi prompt opens with its chat template's own text."""
+        if isinstance(text, str):
+            ids = self.encode(text)
+            return {"input_ids": ids, "attention_mask": [1] * len(ids)}
+        if not isinstance(text, Sequence):
+            raise InvalidInputTypeError(f"must be a str or a list of str, got {type(text).__name__}", field="text")
+        batch = self.encode_batch(text)
+        return {"input_ids": batch, "attention_mask": [[1] * len(ids) for ids in batch]}
+
+    def batch_decode(self, sequences: Sequence[Sequence[int]], *, skip_special_tokens: bool = False) -> list[str]:
+        """transformers' name: :meth:`decode` of each id list."""
+        if isinstance(sequences, (str, bytes)) or not isinstance(sequences, Sequence):
+            raise InvalidInputTypeError(f"must be a list of id lists, got {type(sequences).__name__}", field="sequences")
+        return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in sequences]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        """transformers' name: each id's token as the Hugging Face Kimi tokenizer spells it: a special token's text,
+        else its bytes in GPT-2's byte-level alphabet (``" hello"`` -> ``"Ġhello"``), as ``tokenizer.json`` holds it."""
+        if isinstance(ids, int) and not isinstance(ids, bool):
+            return self._token_string(self._checked([ids])[0])
+        if isinstance(ids, bool):
+            raise InvalidInputError(f"must be a token id or a list of them, got {preview(ids)}", field="ids")
+        return [self._token_string(i) for i in self._checked(ids)]
+
+    def _token_string(self, token_id: int) -> str:
+        chars = byte_to_unicode()
+        return self._special_by_id.get(token_id) or "".join(chars[b] for b in self._encoding.decode_single_token_bytes(token_id))
 
     def _checked(self, ids: Sequence[int]) -> list[int]:
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
