@@ -405,7 +405,7 @@ Example:
 EXPORT_TOKENIZER_HELP = """\
 Write a Hugging Face fast tokenizer (tokenizer.json, tokenizer_config.json, special_tokens_map.json)
 that encodes exactly like the Kimi tokenizer, for transformers and other runtimes (needs the fast
-extra: pip install 'kimi-recon[fast]'). See docs/fast-tokenizer.md.
+extra: pip install 'kimi-recon[fast]' (in a clone: pip install -e '.[fast]')). See docs/fast-tokenizer.md.
 
 Example:
   kimi-recon export-tokenizer ./kimi-k2.5-fast

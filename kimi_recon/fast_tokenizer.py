@@ -196,7 +196,7 @@ def _tokenizers_module() -> Any:
     try:
         import tokenizers
     except ImportError:
-        raise FastTokenizerError("the fast tokenizer needs the tokenizers package: pip install 'kimi-recon[fast]'") from None
+        raise FastTokenizerError("the fast tokenizer needs the tokenizers package: pip install 'kimi-recon[fast]' (in a clone: pip install -e '.[fast]')") from None
     return tokenizers
 
 

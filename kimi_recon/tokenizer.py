@@ -831,7 +831,7 @@ def _download_from_hub(repo_id: str) -> Path:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise TokenizerLoadError(
-            f"loading {repo_id!r} from the Hugging Face Hub needs huggingface_hub: pip install 'kimi-recon[hf]'"
+            f"loading {repo_id!r} from the Hugging Face Hub needs huggingface_hub: pip install 'kimi-recon[hf]' (in a clone: pip install -e '.[hf]')"
         ) from None
     patterns = [VOCAB_FILE, CONFIG_FILE, TEMPLATE_FILE, MODEL_CONFIG_FILE]
     try:

@@ -2,8 +2,8 @@
 
 Each doc with Python examples says which extras they need, in one line the tests read::
 
-    Examples on this page run on the base install (`pip install kimi-recon`).
-    Examples on this page need `pip install 'kimi-recon[fast,hf]'`.
+    Examples on this page run on the base install (`pip install -e .` in a clone; `pip install kimi-recon` once it is on PyPI).
+    Examples on this page need `pip install -e '.[fast,hf]'` (in a clone).
 
 A doc's blocks run in a fresh Python process where the packages of every other extra cannot be imported by
 the example or by kimi_recon (a package an installed one pulls in is still there, as after a real install),
@@ -32,8 +32,8 @@ DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 BLOCK = re.compile(r"(?:<!-- no-run(?::\s*(.*?))?\s*-->\s*)?```python\n(.*?)```", re.S)
 NO_RUN = re.compile(r"<!-- no-run(?::\s*(.*?))?\s*-->\s*```python\n", re.S)
 EXTRAS_LINE = re.compile(
-    r"^Examples on this page (?:run on the base install \(`pip install kimi-recon`\)"
-    r"|need `pip install 'kimi-recon\[([a-z0-9,-]+)\]'`)\.",
+    r"^Examples on this page (?:run on the base install \(`pip install -e \.` in a clone; `pip install kimi-recon` once it is on PyPI\)"
+    r"|need `pip install -e '\.\[([a-z0-9,-]+)\]'` \(in a clone\))\.",
     re.M,
 )
 
@@ -176,7 +176,7 @@ def test_an_import_of_an_extra_the_doc_does_not_name_fails(tmp_path: Path) -> No
     """The guard works: an example importing a module of an unnamed extra fails, a named one runs."""
     pytest.importorskip("tokenizers")
     doc = tmp_path / "x.md"
-    doc.write_text("Examples on this page need `pip install 'kimi-recon[hf]'`.\n", encoding="utf-8")
+    doc.write_text("Examples on this page need `pip install -e '.[hf]'` (in a clone).\n", encoding="utf-8")
     job = {"doc": "x.md", "blocked": sorted(blocked_modules(set())), "blocks": ["import tokenizers", "import json"],
            "out": str(tmp_path / "r.json")}  # fmt: skip
     subprocess.run([sys.executable, "-c", _RUNNER], input=json.dumps(job), text=True, check=True, timeout=120)

@@ -154,7 +154,7 @@ def open_input(path: PathArg, field: str = "input") -> Iterator[BinaryIO]:
                 import zstandard  # type: ignore[import-not-found, unused-ignore]
             except ImportError:
                 raise InputFileError(
-                    f"{name} is zstandard-compressed: pip install 'kimi-recon[zstd]', or decompress it first (zstd -d)", field=field
+                    f"{name} is zstandard-compressed: pip install 'kimi-recon[zstd]' (in a clone: pip install -e '.[zstd]'), or decompress it first (zstd -d)", field=field
                 ) from None
             yield stack.enter_context(io.BufferedReader(_ZstdFrames(raw, zstandard)))
         else:

@@ -215,7 +215,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:
         import openai  # noqa: F401  (checked here so the message names the extra)
     except ImportError:
-        print("kimi-recon generate needs the openrouter extra: pip install 'kimi-recon[openrouter]'", file=sys.stderr)
+        print("kimi-recon generate needs the openrouter extra: pip install 'kimi-recon[openrouter]' (in a clone: pip install -e '.[openrouter]')", file=sys.stderr)
         return 2
     from .._batch.pool import progress_disabled_by_env
     from ..profiles import profile_for_model
