@@ -227,7 +227,7 @@ def _audit_failures(args: argparse.Namespace, report: DatasetAudit) -> list[str]
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ._batch.report_io import write_reports
+    from ._batch.report_io import run_facts, write_reports
     from .dataset import audit_dataset
 
     args.input = _audit_input(args)
@@ -251,11 +251,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
     if not args.quiet:
         print(terminal_safe(report.summary(examples=args.examples)), file=sys.stderr if to_stdout else sys.stdout)
-    write_reports(report, json_path=args.json, html_path=args.html)
+    failures = _audit_failures(args, report)
+    thresholds = {"--min-exact": args.min_exact, "--min-benign": args.min_benign, "--max-errors": args.max_errors}
+    source = "the bundled sample" if args.sample else ("stdin" if is_stdio(args.input) else str(args.input))
+    write_reports(report, json_path=args.json, html_path=args.html, run=run_facts(source, failures, thresholds))
     for path in (args.json, args.html):
         if path is not None and not is_stdio(path):
             _info(args, f"wrote {path}")
-    failures = _audit_failures(args, report)
     for reason in failures:
         print(terminal_safe(f"FAIL: {reason}"), file=sys.stderr)
     return 1 if failures else 0

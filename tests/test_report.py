@@ -386,3 +386,25 @@ def test_failing_roundtrip_fixture_prints_where_the_report_is(pytester: pytest.P
     assert all(text == shown(at(data, p), f) for p, f, text in figures_of(page).figures)
     assert "wrong-im-end" in page
     assert CASES  # the crafted audit is built from the official dev turns
+
+
+def test_the_reports_say_what_was_audited_by_which_version_when_and_the_verdict(tmp_path: Path) -> None:
+    """The HTML header said ``profile kimi-k2.5`` for a file of K3 records and named no input, version, date or
+    verdict (issue 33): both reports carry ``run`` and the page shows it first, with the profiles used."""
+    from importlib.metadata import version
+
+    from kimi_recon.cli import main
+
+    k3 = {"id": "k3", "response": {"model": "moonshotai/kimi-k3", "choices": [{"message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]},
+          "reference_ids": load_tokenizer(profile="kimi-k3").encode("<|open|>response<|sep|>Hi<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>")}
+    lines = SAMPLE_PATH.read_text(encoding="utf-8").splitlines()[:3] + [json.dumps(k3)]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    json_path, html_path = tmp_path / "r.json", tmp_path / "r.html"
+    assert main(["audit", str(path), "--json", str(json_path), "--html", str(html_path), "--min-exact", "0.99", "-q"]) == 1
+    run = json.loads(json_path.read_text(encoding="utf-8"))["run"]
+    assert run["input"] == str(path) and run["kimi_recon_version"] == version("kimi-recon") and run["written_at"].endswith("Z")
+    assert run["passed"] is False and run["thresholds"]["--min-exact"] == 0.99 and "--min-exact" in run["failures"][0]
+    page = html_path.read_text(encoding="utf-8")
+    assert "<strong>FAIL</strong>" in page and str(path) in page and version("kimi-recon") in page
+    assert "<code>kimi-k2.5</code> 3" in page and "<code>kimi-k3</code> 1" in page

@@ -68,6 +68,8 @@ nav.toc a { margin-right: 10px; white-space: nowrap; }
 .sev { border-radius: 10px; padding: 0 7px; font-size: 12px; }
 .sev-loss { background: #ffebe9; border-color: #cf222e; color: #a40e26; }
 .sev-risk { background: #fff8c5; border-color: #bf8700; color: #7d4e00; }
+.verdict.pass { color: #1a7f37; }
+.verdict.fail { color: #cf222e; }
 .sev-unlikely { background: #f6f8fa; border-color: #8c959f; color: #57606a; }
 .sev-info { background: #ddf4ff; border-color: #0969da; color: #0550ae; }
 .detail { margin: 6px 0 8px; overflow-wrap: anywhere; }
@@ -190,13 +192,36 @@ def section_summary(report: Report) -> str:
               f'{figure(["error_rate"], report.get("error_rate", 0.0), fmt_pct)} of all records', "warn" if errors else ""),
     ]
     think = "on" if report.get("thinking") else "off"
-    meta = (
-        f'profile <code>{esc(report.get("profile", "?"))}</code>, thinking {think} unless a record says otherwise'
+    used: Mapping[str, int] = report.get("profile_counts") or {}
+    profiles = (
+        "profiles " + ", ".join(f"<code>{esc(p)}</code> {esc(fmt_int(int(n)))}" for p, n in sorted(used.items()))
+        if used
+        else f'profile <code>{esc(report.get("profile", "?"))}</code>'
     )
+    meta = f"{profiles}, thinking {think} unless a record says otherwise"
     if report.get("elapsed_seconds"):
         seconds = float(report["elapsed_seconds"])
         meta += f" · audited in {seconds:.2f} s"
-    return f'<p class="muted">{meta}</p><div class="cards">{"".join(cards)}</div>'
+    return f'{_run_line(report)}<p class="muted">{meta}</p><div class="cards">{"".join(cards)}</div>'
+
+
+def _run_line(report: Report) -> str:
+    """The verdict and what was audited, when the command said (``run``): the first thing the page shows."""
+    run = report.get("run")
+    if not isinstance(run, Mapping):
+        return ""
+    failures = [str(f) for f in run.get("failures") or ()]
+    verdict = (
+        '<p class="verdict pass"><strong>PASS</strong>' if run.get("passed")
+        else '<p class="verdict fail"><strong>FAIL</strong>: ' + "; ".join(esc(f) for f in failures)
+    )
+    limits = ", ".join(f"{esc(str(k))} {esc(str(v))}" for k, v in (run.get("thresholds") or {}).items() if v is not None)
+    facts = (
+        f'<p class="muted small">input <code>{esc(str(run.get("input", "?")))}</code> · kimi-recon '
+        f'{esc(str(run.get("kimi_recon_version", "?")))} · {esc(str(run.get("written_at", "?")))}'
+        f'{" · thresholds: " + limits if limits else ""}</p>'
+    )
+    return verdict + "</p>" + facts
 
 
 def section_kinds(report: Report) -> str:

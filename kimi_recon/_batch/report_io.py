@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._base.files import SURROGATE, atomic_output, is_device, is_stdio
 from ..errors import OutputFileError
@@ -41,11 +41,36 @@ def _what(option: str) -> str:
     return "report's file" if option in ("--json", "--html") else "file"
 
 
-def report_html(report: DatasetAudit) -> str:
+def report_html(report: DatasetAudit, run: Mapping[str, Any] | None = None) -> str:
     """The HTML page of ``report``, rendered from its JSON form read back (so the page shows only what the JSON holds)."""
     from .report_html import render_html
 
-    return render_html(json.loads(json.dumps(report.to_dict())))
+    return render_html(json.loads(json.dumps(_with_run(report, run))))
+
+
+def _with_run(report: DatasetAudit, run: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``report.to_dict()`` with the ``run`` the command adds (what was read, by which version, when, the verdict)."""
+    return {**report.to_dict(), "run": dict(run)} if run else report.to_dict()
+
+
+def run_facts(input_name: str, failures: Sequence[str], thresholds: Mapping[str, Any]) -> dict[str, Any]:
+    """What a report says about its run: the input, the kimi-recon version, when (UTC), and the pass/fail verdict
+    with the thresholds it was judged by."""
+    import datetime
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        own = version("kimi-recon")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        own = "unknown"
+    return {
+        "input": input_name,
+        "kimi_recon_version": own,
+        "written_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "passed": not failures,
+        "failures": list(failures),
+        "thresholds": dict(thresholds),
+    }
 
 
 def write_reports(
@@ -53,15 +78,17 @@ def write_reports(
     *,
     json_path: str | os.PathLike[str] | None = None,
     html_path: str | os.PathLike[str] | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write the JSON and/or HTML report, each replacing its file whole (``-`` is stdout)."""
+    """Write the JSON and/or HTML report, each replacing its file whole (``-`` is stdout); ``run``
+    (:func:`run_facts`) is written in both as ``"run"``."""
     if json_path is not None:
         # A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot
         # carry: written as a JSON escape it reads back as the same string.
-        text = SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        text = SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(_with_run(report, run), ensure_ascii=False, indent=2))
         with atomic_output(json_path, "--json") as f:
             f.write(text + "\n")
     if html_path is not None:
-        page = report_html(report)
+        page = report_html(report, run)
         with atomic_output(html_path, "--html") as f:
             f.write(page)
