@@ -113,6 +113,34 @@ def _run_table(secret: str) -> bytes | None:
 _RUN = b"\x00" * MIN_FRAGMENT
 
 
+@functools.lru_cache(maxsize=4)
+def secret_spellings(secret: str) -> tuple[str, ...]:
+    """Other spellings of the key's secret part that a response could carry and a text search for the key
+    misses: reversed, spaced or dash-joined characters, ``\\uXXXX``-escaped characters, its UTF-8 in hex (lower
+    and upper case), and its base64 (standard and URL-safe; the middle of each of the three alignments, which
+    stays the same whatever surrounds it). Fragments are searched only in the plain spelling
+    (:func:`holds_secret`); these are searched whole."""
+    import base64
+
+    part = secret[len(key_prefix(secret)) :]
+    if len(part) < MIN_FRAGMENT:
+        return ()
+    raw = part.encode("utf-8")
+    spellings = [part[::-1], " ".join(part), "-".join(part), "".join(f"\\u{ord(c):04x}" for c in part), raw.hex(), raw.hex().upper()]
+    for shift in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            coded = encode(b"\0" * shift + raw).decode("ascii")
+            spellings.append(coded[4 : len(coded) - 4])  # (the ends depend on the neighbouring bytes)
+    return tuple(s for s in dict.fromkeys(spellings) if len(s) >= MIN_FRAGMENT)
+
+
+def holds_secret_spelled(text: str, secret: str | None) -> bool:
+    """:func:`holds_secret`, or one of :func:`secret_spellings` whole in ``text``."""
+    if not secret or len(secret) < MIN_SECRET_LENGTH:
+        return False
+    return holds_secret(text, secret) or any(spelled in text for spelled in secret_spellings(secret))
+
+
 def holds_secret(text: str, secret: str | None) -> bool:
     """True when ``text`` holds the key or any ``MIN_FRAGMENT`` consecutive characters of its secret part.
 

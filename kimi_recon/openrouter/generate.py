@@ -33,7 +33,7 @@ from ..profiles import get_profile
 from ..usage_check import PROMPT, TokenCounts, check_with_profile
 from ..usage_stats import TokenCountTally
 from .client import DEFAULT_BASE_URL, Fetched, checked_api_key, fetch, is_openrouter, make_client, retry_after_200, secret_of
-from .errors import InvalidResponseError, OpenRouterError, holds_secret, redact_text, refuses_the_account
+from .errors import InvalidResponseError, OpenRouterError, holds_secret_spelled, redact_text, refuses_the_account
 from .options import RequestOptions, request_kwargs
 from .output import OutputFile, without_secret
 from .parse import count_tool_calls, replace_foreign_call_ids, turn_from_openrouter
@@ -322,7 +322,48 @@ def _ids_hold_secret(row: Mapping[str, Any], decode: Decoder, secret: str) -> bo
         text = decode(ids)
     except Exception:  # noqa: BLE001 - ids the tokenizer cannot decode spell nothing to look for
         return False
-    return holds_secret(text, secret)
+    return holds_secret_spelled(text, secret)
+
+
+#: Keys under which a response carries token ids (vLLM ``token_ids``/``prompt_token_ids``, SGLang
+#: ``response_token_ids``/``output_ids``, llama.cpp ``__verbose.tokens``).
+_RESPONSE_ID_KEYS = frozenset({"token_ids", "prompt_token_ids", "response_token_ids", "output_ids", "tokens", "input_ids"})
+
+
+def _response_spells_secret(response: object, decode: Decoder | None, secret: str) -> bool:
+    """True when the ids or the logprob bytes a response carries spell the key (or a piece, or another spelling:
+    :func:`~kimi_recon.openrouter.errors.holds_secret_spelled`). The text search of the written line cannot see
+    these: ``[82, 75, 45, ...]`` holds no letter of the key."""
+    id_lists: list[list[int]] = []
+    byte_runs: list[int] = []
+
+    def walk(value: object, key: object, depth: int) -> None:
+        if depth > 64:
+            return
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, k, depth + 1)
+        elif isinstance(value, list):
+            if value and all(type(v) is int for v in value):
+                if key in _RESPONSE_ID_KEYS:
+                    id_lists.append(value)
+                elif key == "bytes":
+                    byte_runs.extend(v for v in value if 0 <= v < 256)
+                return
+            for v in value:
+                walk(v, key, depth + 1)
+
+    walk(response, None, 0)
+    if byte_runs and holds_secret_spelled(bytes(byte_runs).decode("utf-8", "replace"), secret):
+        return True
+    for ids in id_lists:
+        try:
+            text = decode(ids) if decode is not None else ""
+        except Exception:  # noqa: BLE001 - ids the tokenizer cannot decode spell nothing to look for
+            continue
+        if holds_secret_spelled(text, secret):
+            return True
+    return False
 
 
 def _row_for(
@@ -352,6 +393,8 @@ def _row_for(
     if rebuilt is not None and config.check_usage:
         rebuilt = _with_usage_check(rebuilt, outcome, turn, config.profile, config.server)
     row = ok_row(prompt, options, outcome.response, turn, rebuilt, outcome.call)
+    if _response_spells_secret(outcome.response, decode, secret):
+        return {**without_secret(row), "response": None}, None  # (its ids and bytes would spell the key)
     if decode is not None and _ids_hold_secret(row, decode, secret):
         return without_secret(row), None
     return row, rebuilt.token_counts if rebuilt is not None else None

@@ -41,7 +41,7 @@ from .._base.files import SURROGATE, read_lines
 from .._base.files import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
 from ..errors import InvalidInputError, OutputFileError
 from ..flags import Flag, FlagCode, flags_to_json
-from .errors import MIN_SECRET_LENGTH, holds_secret, redact
+from .errors import MIN_SECRET_LENGTH, holds_secret, holds_secret_spelled, redact
 from .errors import OutputLockedError as OutputLockedError  # defined with the adapter's errors; importable here as before
 from .parse import join_surrogate_pairs
 from .rows import cost_of
@@ -68,7 +68,7 @@ def _holds_secret(line: str, secret: str | None) -> bool:
     if not secret or len(secret) < MIN_SECRET_LENGTH:
         return False
     escaped = to_json_line(secret)[1:-1]
-    return holds_secret(line, secret) or (escaped != secret and holds_secret(line, escaped))
+    return holds_secret_spelled(line, secret) or (escaped != secret and holds_secret(line, escaped))
 
 
 def without_secret(row: Mapping[str, Any]) -> dict[str, Any]:
