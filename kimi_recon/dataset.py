@@ -34,7 +34,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._base.arguments import int_argument
+from ._base.arguments import instance_argument, int_argument
 from ._batch.audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
 from ._batch.pool import (
     Executor,
@@ -136,6 +136,7 @@ class DatasetAudit:
 
     def rate(self, kind: str) -> float:
         """Share of compared records of ``kind`` (0.0 when nothing was compared)."""
+        instance_argument(kind, "kind", str, "a mismatch kind (a str)")
         return self.counts.get(kind, 0) / self.compared if self.compared else 0.0
 
     @property
@@ -173,6 +174,8 @@ class DatasetAudit:
 
         ``examples`` caps the errors and the worst records of each kind listed (None: all that were kept),
         and each of those lines is then cut to :data:`SUMMARY_LINE_CHARS`."""
+        examples = int_argument(examples, "examples", minimum=0, none=True)
+
         def clip(text: str) -> str:
             return text if examples is None else _clip_line(text)
 

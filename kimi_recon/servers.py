@@ -273,6 +273,9 @@ class ServerProfile:
     token_ids_fields: tuple[str, ...] = ()
 
     def loses(self, name: str) -> bool:
+        """True when this server's parsers can cause the loss ``name`` (a :data:`LOSSES` key)."""
+        if not isinstance(name, str):
+            raise InvalidInputTypeError(f"must be a loss name (a str), got {type(name).__name__}", field="name")
         return name in self.losses
 
 

@@ -14,6 +14,7 @@ import difflib
 import functools
 import hashlib
 import json
+import numbers
 import re
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -181,7 +182,10 @@ class SpecialTokenRegistry:
         return len(self._tokens)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._by_text or key in self._by_id or key in self._by_name
+        try:
+            return key in self._by_text or key in self._by_id or key in self._by_name
+        except TypeError:  # an unhashable key (a list) is in no table, as with a dict's ``in``
+            return False
 
     def __repr__(self) -> str:
         return f"SpecialTokenRegistry({self.name!r}, {len(self._tokens)} tokens)"
@@ -195,13 +199,15 @@ class SpecialTokenRegistry:
         has it; ``SPECIAL_TOKENS[163586]`` the text. An unknown key raises :class:`UnknownSpecialTokenError`
         (a ``KeyError``) with the closest known token."""
         entry = self.entry(key)
-        return entry.text if isinstance(key, int) else entry.id
+        return entry.text if not isinstance(key, str) else entry.id
 
     def entry(self, key: str | int) -> SpecialToken:
-        """The entry for a token text (``"<|im_end|>"``), a readable name (``"IM_END"``) or an id."""
-        if isinstance(key, bool) or not isinstance(key, (str, int)):
-            raise TypeError(f"special-token key must be a str or an int, got {type(key).__name__}")
-        if isinstance(key, int):
+        """The entry for a token text (``"<|im_end|>"``), a readable name (``"IM_END"``) or an id (a numpy
+        integer too)."""
+        if isinstance(key, bool) or not isinstance(key, (str, numbers.Integral)):
+            raise InvalidInputTypeError(f"special-token key must be a str or an int, got {type(key).__name__}", field="key")
+        if not isinstance(key, str):
+            key = int(key)
             found = self._by_id.get(key)
             if found is None:
                 raise UnknownSpecialTokenError(f"{key} is not a special-token id{self._id_hint(key)}")
@@ -214,13 +220,13 @@ class SpecialTokenRegistry:
     def id(self, text: str) -> int:
         """The id of a special-token text or readable name."""
         if not isinstance(text, str):
-            raise TypeError(f"special-token text must be a str, got {type(text).__name__}")
+            raise InvalidInputTypeError(f"special-token text must be a str, got {type(text).__name__}", field="text")
         return self.entry(text).id
 
     def text(self, token_id: int) -> str:
         """The text of a special-token id."""
-        if isinstance(token_id, bool) or not isinstance(token_id, int):
-            raise TypeError(f"special-token id must be an int, got {type(token_id).__name__}")
+        if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral):
+            raise InvalidInputTypeError(f"special-token id must be an int, got {type(token_id).__name__}", field="token_id")
         return self.entry(token_id).text
 
     def get(self, key: str | int) -> SpecialToken | None:
@@ -240,6 +246,10 @@ class SpecialTokenRegistry:
 
     def suggest(self, text: str) -> str | None:
         """The closest known token text or name to ``text``, for near misses such as ``<|im_end|``."""
+        if not isinstance(text, str):
+            raise InvalidInputTypeError(f"must be a str, got {type(text).__name__}", field="text")
+        if len(text) > 200:  # no token text is this long; difflib's cost grows with it
+            return None
         named = [t.text for t in self.named()] + list(self._by_name)
         matches = difflib.get_close_matches(text, named, n=1, cutoff=0.6)
         if not matches:

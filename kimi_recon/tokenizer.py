@@ -267,6 +267,10 @@ def byte_to_unicode() -> dict[int, str]:
     return dict(sorted(chars.items()))
 
 
+#: The most ids one decode takes: far past any real turn or document, well short of what exhausts memory.
+_MAX_IDS = 1 << 28
+
+
 class KimiTokenizer:
     """Encode and decode exactly as Moonshot's official Kimi tokenizer does."""
 
@@ -377,8 +381,13 @@ class KimiTokenizer:
         return _encode_in_official_chunks(text, functools.partial(enc.encode, allowed_special=allowed, disallowed_special=()))
 
     def encode_ordinary_piece(self, text: str) -> list[int]:
-        """``encode(text, allowed_special=set())`` without the type check: the hot path of the segment encoders."""
-        return _encode_in_official_chunks(text, self._encoding.encode_ordinary)
+        """``encode(text, allowed_special=set())`` with its type checked only when tiktoken refuses it: the hot
+        path of the segment encoders."""
+        try:
+            return _encode_in_official_chunks(text, self._encoding.encode_ordinary)
+        except TypeError:
+            _check_text(text)  # names the field (a str always got through above)
+            raise
 
     def encode_many(self, texts: Sequence[str], *, allowed_special: Literal["all"] | Set[str] = "all") -> list[list[int]]:
         """``[encode(t, allowed_special=allowed_special) for t in texts]``, every text the official chunking leaves
@@ -398,6 +407,8 @@ class KimiTokenizer:
         >>> tok.encode_many(["a b", "x<|im_end|>"]) == [tok.encode("a b"), tok.encode("x<|im_end|>")]
         True
         """
+        if isinstance(texts, (str, bytes, Mapping)) or not isinstance(texts, Sequence):
+            raise InvalidInputTypeError(f"must be a list of str, got {type(texts).__name__}", field="texts")
         for text in texts:
             _check_text(text)
         separator = self._separator
@@ -500,7 +511,12 @@ class KimiTokenizer:
         return self._encoding.decode_bytes(self._checked(ids))
 
     def encode_bytes(self, data: bytes) -> list[int]:
-        """Ids of raw bytes that need not be valid UTF-8, special-token text encoded as ordinary text."""
+        """Ids of raw bytes that need not be valid UTF-8, special-token text encoded as ordinary text (a
+        ``bytearray`` or ``memoryview`` too)."""
+        if not isinstance(data, bytes):
+            if not isinstance(data, (bytearray, memoryview)):
+                raise InvalidInputTypeError(f"must be bytes, got {type(data).__name__}", field="data")
+            data = bytes(data)
         return encoding_encode_bytes(self._encoding, data)
 
     def token_bytes(self, token_id: int) -> bytes:
@@ -515,9 +531,14 @@ class KimiTokenizer:
 
     def id_of_bytes(self, data: bytes) -> int | None:
         """The id of the one token whose bytes are ``data`` (special tokens by their text), or None."""
-        return self._id_by_bytes.get(data)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidInputTypeError(f"must be bytes, got {type(data).__name__}", field="data")
+        return self._id_by_bytes.get(bytes(data))
 
     def is_special(self, token_id: int) -> bool:
+        """True for the id of a special token (a numpy integer too)."""
+        if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral):
+            raise InvalidInputTypeError(f"must be a token id (an int), got {type(token_id).__name__}", field="token_id")
         return token_id in self._special_by_id
 
     # -- the names tiktoken and transformers users look for, where they mean the same thing ---------------------
@@ -600,6 +621,8 @@ class KimiTokenizer:
     def _checked(self, ids: Sequence[int]) -> list[int]:
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
             raise InvalidInputError(f"ids must be a sequence of int, got {type(ids).__name__}", field="ids")
+        if len(ids) > _MAX_IDS:  # (before list(): a range of 10**12 ids is no token list, and no memory holds it)
+            raise InvalidInputError(f"holds {len(ids)} ids, more than the {_MAX_IDS} one call takes", field="ids")
         ids = list(ids)
         if not set(map(type, ids)) <= {int}:  # bool is its own type, so True/False take the slow path
             for i, v in enumerate(ids):

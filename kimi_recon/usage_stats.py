@@ -79,6 +79,7 @@ class TokenCountTally:
         self.unchecked = 0
 
     def add(self, provider: object, counts: TokenCounts | None) -> None:
+        instance_argument(counts, "counts", TokenCounts, "a TokenCounts (a usage check) or None", none=True)
         checks = counts.checks if counts is not None else ()
         if counts is None or not checks:
             self.unchecked += 1

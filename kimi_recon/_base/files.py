@@ -69,6 +69,8 @@ def check_input(path: PathArg, field: str = "input") -> None:
         raise InputFileNotFoundError(f"{name} does not exist", field=field) from None
     except OSError as err:
         raise InputFileError(f"{name} cannot be read: {err.strerror}", field=field) from None
+    except ValueError as err:  # a NUL byte or a lone surrogate: no file has that name
+        raise InputFileError(f"{name!r} is no file name the system takes ({err})", field=field) from None
     if stat.S_ISDIR(st.st_mode):
         raise InputFileError(f"{name} is a directory, not a file", field=field)
     if stat.S_ISREG(st.st_mode):  # opening a FIFO would block until a writer comes; only test files
@@ -144,6 +146,8 @@ def open_input(path: PathArg, field: str = "input") -> Iterator[BinaryIO]:
                 raise InputFileError(f"{name} is a directory, not a file", field=field) from None
             except OSError as err:
                 raise InputFileError(f"{name} cannot be read: {err.strerror}", field=field) from None
+            except ValueError as err:  # a NUL byte or a lone surrogate: no file has that name
+                raise InputFileError(f"{name!r} is no file name the system takes ({err})", field=field) from None
         head = _peek(raw, 4)
         if head.startswith(_GZIP_MAGIC):
             import gzip

@@ -150,6 +150,7 @@ class RecordResult:
         cannot type a list that is empty in the first rows), ``max_severity`` (their highest severity, ``""`` for
         none), ``error_field`` and ``error`` ("" when none).
         """
+        instance_argument(prefix, "prefix", str, "a column-name prefix (a str)")
         c, e = self.comparison, self.error
         row: dict[str, Any] = {
             "kind": self.kind,

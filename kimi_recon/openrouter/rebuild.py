@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._base.arguments import int_argument
+from ..errors import InvalidInputError
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from .parse import count_tool_calls
@@ -69,6 +70,10 @@ def make_reconstructor(
     return rebuild
 
 
+#: The largest ``cache_size`` :func:`make_prompt_counter` takes: far more pieces than any run repeats.
+_MAX_CACHE_SIZE = 1 << 24
+
+
 def make_prompt_counter(
     *, profile: str = "kimi-k2.5", thinking: bool = True, tokenizer: str | KimiTokenizer | None = None, cache_size: int = 4096
 ) -> PromptCounter:
@@ -89,6 +94,8 @@ def make_prompt_counter(
     from ..training import encode_prompt, render_prompt
 
     cache_size = int_argument(cache_size, "cache_size", minimum=0)
+    if cache_size > _MAX_CACHE_SIZE:  # (functools.lru_cache takes no more than a C index holds)
+        raise InvalidInputError(f"must be at most {_MAX_CACHE_SIZE}, got {cache_size}", field="cache_size")
     prof = get_profile(profile)
     tok = tokenizer_for_profile(load_tokenizer(tokenizer), prof)
 
