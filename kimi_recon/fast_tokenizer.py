@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._base.arguments import instance_argument
 from ._base.files import atomic_output
+from .chat_template import bundled_k25_template
 from .errors import FastTokenizerError as FastTokenizerError  # defined with the others; importable here as before
 from .errors import InvalidInputError, InvalidInputTypeError, OutputFileError, preview
 from .profiles import get_profile, special_tokens_for
@@ -208,12 +209,28 @@ def build_fast_tokenizer(profile: str = "kimi-k2.5", tokenizer: KimiTokenizer | 
     return fast
 
 
+#: The official template declares tools in a TypeScript style Moonshot's tokenizer computes in Python
+#: (``tools_ts_str``); a plain Jinja render cannot, and would write another prompt without a word. The exported
+#: template refuses tools given without it (transformers raises the template's ``raise_exception``).
+_TOOLS_GUARD = (
+    "{%- if tools and tools_ts_str is not defined -%}"
+    "{{ raise_exception('This exported Kimi template cannot declare tools as the official tokenizer does "
+    "(tools_ts_str is computed in Python): render prompts with tools with kimi_recon.render_prompt') }}"
+    "{%- endif -%}"
+)
+
+
 def tokenizer_config(profile: str = "kimi-k2.5") -> dict[str, Any]:
-    """``tokenizer_config.json`` for ``transformers``: the generic fast class, no remote code."""
+    """``tokenizer_config.json`` for ``transformers``: the generic fast class, no remote code, and the profile's
+    chat template (K2.x: its bundled Jinja template, so ``apply_chat_template`` renders the official prompt; K3's
+    official renderer is Python, not a template: none is written, and ``kimi_recon.render_prompt`` renders it)."""
     registry = special_tokens_for(profile)
     roles = {role: registry.text(tid) for role, tid in _ROLE_IDS.items()}
+    prof = get_profile(profile)
+    template = _TOOLS_GUARD + (prof.template_source() or bundled_k25_template()) if prof.format == "k2" else None
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
+        **({"chat_template": template} if template is not None else {}),
         **roles,
         "additional_special_tokens": [t.text for t in registry.named() if t.special and t.id not in _ROLE_IDS.values()],
         # transformers would otherwise "clean up" spaces before punctuation when decoding.

@@ -447,3 +447,24 @@ def test_core_does_not_import_tokenizers() -> None:
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "needs the tokenizers package: pip install 'kimi-recon[fast]'" in done.stdout
+
+
+def test_the_exported_tokenizer_carries_the_chat_template_transformers_renders(tmp_path: Path) -> None:
+    """``apply_chat_template`` raised on the exported tokenizer (no template; issue 33). It now renders the
+    profile's bundled template: the prompt kimi-recon renders (itself checked against the official prompts)."""
+    transformers = require("transformers")
+    from kimi_recon import render_prompt
+
+    export_tokenizer(tmp_path / "k25", "kimi-k2.5")
+    hf = transformers.PreTrainedTokenizerFast.from_pretrained(str(tmp_path / "k25"))
+    cases = [c for c in read_jsonl(OFFICIAL / "turns.jsonl") if not c.get("tools")][:12]
+    assert cases
+    for case in cases:
+        for thinking in (True, False):
+            rendered = hf.apply_chat_template(case["messages"], tokenize=False, add_generation_prompt=True, thinking=thinking)
+            assert rendered == render_prompt(case["messages"], None, "kimi-k2.5", thinking)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    with pytest.raises(Exception, match="tools_ts_str"):  # no silent other prompt: the official declares tools in Python
+        hf.apply_chat_template(cases[0]["messages"], tools=tools, tokenize=False, add_generation_prompt=True)
+    export_tokenizer(tmp_path / "k3", "kimi-k3")  # K3's official renderer is Python: no template is written
+    assert "chat_template" not in json.loads((tmp_path / "k3" / "tokenizer_config.json").read_text(encoding="utf-8"))
