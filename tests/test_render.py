@@ -194,3 +194,15 @@ def test_wrong_types_name_the_field(message: dict[str, Any], field: str) -> None
 def test_reconstruct_accepts_a_message_dict(tok: KimiTokenizer) -> None:
     case = TURNS[1]
     assert reconstruct_output_ids(case["turn"], tok, thinking=case["thinking"]).ids == case["output_ids"]
+
+
+def test_k3_tag_text_in_a_k2_field_says_the_data_may_be_k3() -> None:
+    """K3's tag text inside a K2.x field was encoded as ordinary text without a word (issue 35): the likelier
+    story is a K3 turn read with a K2.x profile, which is a loss flag naming the profile to use."""
+    from kimi_recon import reconstruct_output_ids
+    from kimi_recon._profile_check import suggested_profile
+    from kimi_recon.flags import FlagCode
+
+    (flag,) = reconstruct_output_ids({"content": "Hi<|close|>response<|sep|>"}).flags
+    assert flag.code is FlagCode.PROFILE_MISMATCH and flag.field == "content" and suggested_profile(flag) == "kimi-k3"
+    assert reconstruct_output_ids({"content": "a <|im_end| b"}).flags == ()  # K2.5's own text shapes: not K3's

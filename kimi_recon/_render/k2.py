@@ -10,7 +10,7 @@ from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from ..profiles import ChatProfile
 from ..segments import RenderedTurn, Segment, marker
-from ..special_tokens import SPECIAL_TOKENS, special_texts_in
+from ..special_tokens import SPECIAL_TOKENS, SpecialTokenRegistry, special_texts_in
 
 THINK_BEGIN = "<think>"
 THINK_END = "</think>"
@@ -22,6 +22,9 @@ ARGUMENT_BEGIN = "<|tool_call_argument_begin|>"
 CALL_END = "<|tool_call_end|>"
 
 _KNOWN_SPECIAL_TEXTS = frozenset(SPECIAL_TOKENS.texts())
+#: K3's tag texts that K2.5's table does not know (``<|open|>``, ``<|close|>``, ``<|sep|>``, ``<|end_of_msg|>``):
+#: in a K2.x field they are ordinary text, and the likelier story is a K3 turn read as K2.x.
+_K3_ONLY_TEXTS = frozenset(t.text for t in SpecialTokenRegistry.kimi_k3().named()) - _KNOWN_SPECIAL_TEXTS
 
 
 def render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, call_index_offset: int, stop: str) -> RenderedTurn:
@@ -121,5 +124,15 @@ def _add_field(segments: list[Segment], text: str, field: str, noted: list[Flag]
         found = sorted({t for t in shaped if t in _KNOWN_SPECIAL_TEXTS})
         if found:
             noted.append(Flag(FlagCode.SPECIAL_TEXT_IN_FIELD, f"contains special-token text {found}; one encode makes it special ids", field))
+        k3_tags = sorted({t for t in shaped if t in _K3_ONLY_TEXTS})
+        if k3_tags:
+            noted.append(
+                Flag(
+                    FlagCode.PROFILE_MISMATCH,
+                    f"{field} holds K3 tag text {k3_tags}, ordinary text in the K2.x format: the model likely wrote the "
+                    "kimi-k3 format; use --profile kimi-k3",
+                    field,
+                )
+            )
         return bool(shaped)
     return False
