@@ -152,6 +152,7 @@ class FlagCode(str, enum.Enum):
     SERVER_TOKEN_IDS_USED = "server_token_ids_used"
     SERVER_TOKEN_IDS_UNUSABLE = "server_token_ids_unusable"
     THINK_END_OMITTED = "think_end_omitted"
+    STOP_NOT_REBUILT = "stop_not_rebuilt"
 
     def __str__(self) -> str:  # the value, not "FlagCode.TRUNCATED", in messages on every Python version
         return self.value
@@ -200,6 +201,7 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.SERVER_RARE_LOSS: _U,  # the same, where no count can tell and the model rarely writes the text at stake
     FlagCode.SERVER_TOKEN_IDS_USED: _I,  # the ids the server generated, checked against the vocabulary
     FlagCode.SERVER_TOKEN_IDS_UNUSABLE: _R,
+    FlagCode.STOP_NOT_REBUILT: _L,  # the server named an end (a stop string, [EOT]) the rebuild does not write
     FlagCode.THINK_END_OMITTED: _R,  # decided by usage.completion_tokens under the server's convention
 }
 

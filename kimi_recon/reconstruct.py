@@ -17,7 +17,7 @@ from ._base.arguments import bool_argument, choice_argument, instance_argument
 from ._base.reprs import ids_repr, text_repr
 from ._compare.ids import check_ids
 from ._profile_check import assumed_profile, model_mismatch
-from .errors import InvalidInputError, InvalidInputTypeError
+from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
 from .models import AssistantTurn
@@ -245,10 +245,37 @@ def _rendered_for_ids(
     prof = profile_or_model(profile, turn.metadata.get("model"))
     tok = tokenizer_for_profile(tokenizer, prof)
     srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
+    stop_flag = None
+    if stop is None and "matched_stop" in turn.metadata:
+        stop, stop_flag = _stop_the_server_saw(turn.metadata["matched_stop"], prof)
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
+    if stop_flag is not None:
+        rendered = dataclasses.replace(rendered, flags=(*rendered.flags, stop_flag))
     if profile is None:
         rendered = _with_assumed_profile(rendered, turn.metadata.get("model"))
     return _PendingTurn(turn, rendered, tok, prof, thinking, srv)
+
+
+def _stop_the_server_saw(matched: object, prof: ChatProfile) -> tuple[str | None, Flag | None]:
+    """What a finished turn ends on when the server says (vLLM ``stop_reason``, SGLang ``matched_stop``): the
+    profile's stop token (None), another end the profile writes (``[EOS]``), or, for an end it cannot write (a
+    stop string, ``[EOT]``), the profile's stop token with a flag: the model generated no such token."""
+    if isinstance(matched, int) and not isinstance(matched, bool):
+        entry = prof.special_token_table.get(matched)
+        text = entry.text if entry is not None else None
+        if text == prof.stop_token:
+            return None, None
+        if text is not None and text in prof.stop_alternatives:
+            return text, None
+        said = f"the token {matched}" + (f" ({text})" if text else "")
+    else:
+        said = f"the stop string {preview(matched)}"
+    return None, Flag(
+        FlagCode.STOP_NOT_REBUILT,
+        f"the server says the generation ended on {said}, which the rebuild cannot write: it wrote "
+        f"{prof.stop_token}; the last ids differ from what the model generated",
+        "finish_reason",
+    )
 
 
 def _with_assumed_profile(rendered: RenderedTurn, model: object) -> RenderedTurn:

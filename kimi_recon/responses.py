@@ -496,6 +496,10 @@ def _turn_from_parts(
     metadata.update(reasoning_meta)
     _note_ending(metadata, finish_reason, normalised, calls, content, call_index_offset)
     metadata.update(_server_ids(resp, ch, where))
+    # vLLM's stop_reason / SGLang's matched_stop: the id or the stop string the generation ended on
+    matched = ch.get("stop_reason") if ch.get("stop_reason") is not None else ch.get("matched_stop")
+    if matched is not None and ch is not message and normalised != "length":
+        metadata["matched_stop"] = matched
     if ch is not message:
         detected = detect_server({"choices": [ch]} if "choices" not in resp else resp)
         if detected is not None:

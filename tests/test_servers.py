@@ -319,3 +319,23 @@ def test_the_shape_tests_read_blank_and_space_edged_fields_as_the_strip_and_gene
 @given(st.text(alphabet=st.sampled_from(" {}\ta"), max_size=6) | st.text(max_size=5))
 def test_blank_object_arguments_are_those_without_spaces_equal_to_an_empty_object(text: str) -> None:
     assert servers._blank_object(text) == (text.replace(" ", "") in ("{}", ""))
+
+
+@pytest.mark.parametrize(
+    ("choice", "end", "flagged"),
+    [
+        ({}, "<|im_end|>", False),
+        ({"stop_reason": 163586}, "<|im_end|>", False),
+        ({"stop_reason": 163585}, "[EOS]", False),
+        ({"matched_stop": 163585}, "[EOS]", False),
+        ({"stop_reason": "END"}, "<|im_end|>", True),
+        ({"matched_stop": 163593}, "<|im_end|>", True),
+    ],
+)
+def test_the_end_a_server_says_is_the_end_written_or_flagged(tok: KimiTokenizer, choice: dict[str, Any], end: str, flagged: bool) -> None:
+    """vLLM's ``stop_reason`` and SGLang's ``matched_stop`` were ignored: a turn that ended on ``[EOS]`` or a stop
+    string was given ``<|im_end|>`` with no flag (issue 35)."""
+    response = {"choices": [{"message": {"role": "assistant", "content": "Hi", "reasoning_content": "Hm."}, "finish_reason": "stop", **choice}]}
+    result = reconstruct_output_ids(turn_from_response(response), tok)
+    assert result.ids == tok.encode("Hm.</think>Hi" + end, allowed_special="all")
+    assert (FlagCode.STOP_NOT_REBUILT in [f.code for f in result.flags]) is flagged
