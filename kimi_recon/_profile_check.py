@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 
 from .flags import Flag, FlagCode
-from .profiles import DEFAULT_PROFILE, PROFILES, ChatProfile, profile_for_model, renders_turns_alike
+from .profiles import DEFAULT_PROFILE, PROFILES, ChatProfile, other_model, profile_for_model, renders_turns_alike
 
 #: Ids only one format's output holds. K3 ends every tag with ``<|sep|>`` (163589, a reserved slot in K2.5);
 #: K2.x writes ``</think>``, ``<think>`` and the tool-call markers, reserved slots in K3.
@@ -21,9 +21,19 @@ _SUGGESTION = re.compile(r"; use --profile (\S+)$")
 
 
 def model_mismatch(profile: ChatProfile, model: object) -> Flag | None:
-    """A flag when the ``model`` id names a profile that renders turns differently from ``profile``."""
+    """A flag when the ``model`` id names a profile that renders turns differently from ``profile``, or a model of
+    another maker or kind (:func:`~kimi_recon.profiles.other_model`)."""
     if not isinstance(model, str):
         return None
+    other = other_model(model)
+    if other is not None:  # (with no profile named such an id is refused: kimi_recon.profiles.profile_or_model)
+        return Flag(
+            FlagCode.PROFILE_MISMATCH,
+            f"the response's model {model!r} names {other}, not a Kimi model, but the ids were rebuilt as {profile.name} "
+            "because that profile was named: they are not the ids that model generated unless a Kimi model answered "
+            "under that name",
+            "profile",
+        )
     named = profile_for_model(model, default="")
     if not named or named == profile.name or renders_turns_alike(PROFILES[named], profile):
         return None

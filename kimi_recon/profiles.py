@@ -223,10 +223,25 @@ def special_tokens_for(profile: str | ChatProfile) -> SpecialTokenRegistry:
 
 def profile_or_model(profile: str | ChatProfile | None, model: object = None) -> ChatProfile:
     """``profile`` when one is given, else the profile the ``model`` id names (``moonshotai/kimi-k3``), else
-    :data:`DEFAULT_PROFILE`. What every ``profile=None`` of the API means."""
+    :data:`DEFAULT_PROFILE`. What every ``profile=None`` of the API means.
+
+    With no profile given, an id of another maker's or kind's model (``openai/gpt-4o``, ``moonshot-v1-8k``: see
+    :func:`other_model`) raises :class:`~kimi_recon.errors.InvalidInputError` naming ``model``; an id that names
+    nothing known (a local server's own name) gives the default, which the callers flag ``profile_assumed``."""
     if profile is not None:
         return get_profile(profile)
-    return PROFILES[profile_for_model(model) if isinstance(model, str) else DEFAULT_PROFILE]
+    if not isinstance(model, str):
+        return PROFILES[DEFAULT_PROFILE]
+    other = other_model(model)
+    if other is not None:
+        # Rebuilding another maker's answer as Kimi ids is never right; a flag would still let the row through a
+        # loss filter's "risk" band, so with nothing named the call is refused (a named profile is the caller's word).
+        raise InvalidInputError(
+            f"{preview(model)} names {other}, not a Kimi model, so its answers are not Kimi token ids; if a server "
+            f"serves a Kimi model under that name, name the format (profile=, --profile {DEFAULT_PROFILE})",
+            field="model",
+        )
+    return PROFILES[profile_for_model(model)]
 
 
 def renders_turns_alike(a: ChatProfile, b: ChatProfile) -> bool:
@@ -240,17 +255,51 @@ def renders_turns_alike(a: ChatProfile, b: ChatProfile) -> bool:
 
 
 #: The model families, by the id's last path segment once its variant tags are gone (:data:`_VARIANT_TAGS`):
-#: how Moonshot's API, OpenRouter, Kimi Code and self-hosted servers name them (tests/test_profile_from_model.py).
+#: how Moonshot's API, OpenRouter, Kimi Code, Fireworks (``k2p5``) and self-hosted servers (Hub repository ids,
+#: quantised builds) name them (tests/test_profile_from_model.py). The first pattern that matches wins.
 _MODEL_FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?:kimi-)?k3"), "kimi-k3"),
-    (re.compile(r"kimi-for-coding|(?:kimi-)?k2\.7-code"), "kimi-k2.7-code"),
+    # K3 (``-cot`` and ``-thinking`` are names of the same model thinking, its only mode by default)
+    (re.compile(r"(?:kimi-)?k3(?:-(?:thinking|cot|instruct|chat))?"), "kimi-k3"),
+    (re.compile(r"kimi-for-coding|(?:kimi-)?k2[.p]7(?:-code)?"), "kimi-k2.7-code"),
     (re.compile(r"(?:kimi-)?k2-thinking"), "kimi-k2-thinking"),
-    (re.compile(r"(?:kimi-)?k2\.[56]"), "kimi-k2.5"),
-    (re.compile(r"(?:kimi-)?k2(?:-instruct)?"), "kimi-k2-instruct"),
+    # K2.5 and K2.6 think or not by a request setting, in one format: ``-thinking`` names the mode, not a model
+    (re.compile(r"(?:kimi-)?k2[.p][56](?:-(?:thinking|instruct|chat))?"), "kimi-k2.5"),
+    (re.compile(r"(?:kimi-)?k2(?:-instruct|-chat)?"), "kimi-k2-instruct"),
 )
-#: What a model id may carry after its family: a date (``-20260115``, ``-0905``), a serving variant
-#: (``-preview``, ``-turbo``, ``-highspeed``, ``-latest``) or a context size (``-256k``, ``-1m``).
-_VARIANT_TAGS = re.compile(r"(?:[-_](?:\d{4}|\d{6}|\d{8}|preview|turbo|highspeed|latest|\d+[km]))+$")
+#: What a model id may carry after its family: a date (``-20260115``, ``-0905``, ``-2026-01-15``), a serving
+#: variant (``-preview``, ``-turbo``, ``-highspeed``, ``-latest``, ``-free``), a context size (``-256k``,
+#: ``-1m``), a version (``-v2``), an effort (``-high``) or a quantised build's tag (``-fp8``, ``-int4``,
+#: ``-awq``, ``-gguf``, ``-nvfp4``, ``-w4a16``, ``-mlx``, llama.cpp's ``-Q4_K_M``): none changes the chat format.
+_VARIANT_TAGS = re.compile(
+    r"(?:[-_](?:\d{4}-\d{2}-\d{2}|\d{4}|\d{6}|\d{8}|preview|turbo|highspeed|fast|latest|free|exp|experimental|\d+[km]"
+    r"|v\d+(?:\.\d+)*|low|medium|high|max|fp8|fp4|fp16|bf16|int4|int8|nvfp4|mxfp4|awq|gptq|gguf|mlx|w\d+a\d+"
+    r"|quantized(?:\.w\d+a\d+)?|\d+bit|[a-z]*quant|ud|i?q\d+|k|[sml]|xl|xxs|xs|gguf))+$"
+)
+#: Ids that name a model of another kind or maker (the first match names it): a Kimi rebuild of their answers is
+#: not the ids that model generated. Moonshot's own older models use another tokenizer or no chat format.
+_OTHER_MODELS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"moonshot-v1.*|kimi-k1(?:\.5)?.*|kimi-thinking-preview.*|kimi-vl.*|kimi-dev.*|kimi-audio.*|moonlight.*"),
+     "an older or other Moonshot model (not the K2/K3 chat formats)"),
+    (re.compile(r"(?:kimi-)?k\d.*-base(?:-.*)?"), "a Kimi base model (no chat format)"),
+    (re.compile(r"(?:chat)?gpt-.*|o[1-9](?:-.*)?|text-davinci.*|davinci.*|codex.*"), "an OpenAI model"),
+    (re.compile(r"claude.*"), "an Anthropic model"),
+    (re.compile(r"gemini.*|gemma.*|palm.*"), "a Google model"),
+    (re.compile(r"(?:meta-)?llama.*|codellama.*"), "a Meta Llama model"),
+    (re.compile(r"qwen.*|qwq.*"), "a Qwen model"),
+    (re.compile(r"deepseek.*"), "a DeepSeek model"),
+    (re.compile(r"mistral.*|mixtral.*|codestral.*|ministral.*|magistral.*|devstral.*|pixtral.*"), "a Mistral model"),
+    (re.compile(r"(?:chat)?glm.*"), "a Zhipu GLM model"),
+    (re.compile(r"grok.*"), "an xAI Grok model"),
+    (re.compile(r"minimax.*|abab.*"), "a MiniMax model"),
+    (re.compile(r"phi-.*|command.*|yi-.*|ernie.*|hunyuan.*|doubao.*|baichuan.*|internlm.*|olmo.*|granite.*|nemotron.*|jamba.*|sonar.*"),
+     "another maker's model"),
+)
+#: The makers' prefixes of OpenRouter-style ids (``openai/…``): an id under one of them that names no Kimi family is theirs.
+_OTHER_MAKERS = frozenset(
+    {"openai", "anthropic", "google", "meta-llama", "meta", "qwen", "deepseek", "deepseek-ai", "mistralai", "mistral",
+     "x-ai", "xai", "z-ai", "zai-org", "thudm", "minimax", "minimaxai", "cohere", "microsoft", "nvidia", "ai21",
+     "perplexity", "01-ai", "baidu", "tencent", "bytedance", "bytedance-seed", "amazon", "ibm-granite", "allenai"}
+)
 
 
 def profile_for_model(model: str, default: str = DEFAULT_PROFILE) -> str:
@@ -268,12 +317,47 @@ def profile_for_model(model: str, default: str = DEFAULT_PROFILE) -> str:
     return _family_of_model(model) or default
 
 
+def other_model(model: object) -> str | None:
+    """What ``model`` names when it is a model of another kind or maker (``openai/gpt-4o``: ``"an OpenAI model"``),
+    else None (a Kimi model, or an id that names nothing kimi-recon knows, such as a local server's own name).
+
+    >>> other_model("openai/gpt-4o"), other_model("moonshotai/kimi-k3"), other_model("my-server")
+    ('an OpenAI model', None, None)
+    """
+    if not isinstance(model, str):
+        return None
+    return _other_of_model(model) or None
+
+
+@functools.lru_cache(maxsize=1024)
+def _other_of_model(model: str) -> str:
+    if _family_of_model(model):
+        return ""
+    name = _bare_name(model)
+    last = name.rsplit("/", 1)[-1]
+    for pattern, what in _OTHER_MODELS:
+        if pattern.fullmatch(last):
+            return what
+    segments = name.split("/")
+    if len(segments) > 1 and segments[-2] in _OTHER_MAKERS:
+        return "another maker's model"
+    return ""
+
+
+def _bare_name(model: str) -> str:
+    """``model`` lower-cased, without a routing suffix (``:nitro``, ``@2026-01-15``) or Kimi Code's context tag
+    (``k3[1m]``), spaces and underscores as hyphens."""
+    name = re.split(r"[:@]", model.strip().lower(), maxsplit=1)[0]
+    if name.endswith("]") and "[" in name:  # Kimi Code's context tag: k3[1m]
+        name = name[: name.rindex("[")]
+    name = re.sub(r"\.(?:gguf|safetensors|bin)$", "", name.strip())  # llama.cpp names the model by its file
+    return re.sub(r"[\s_]+", "-", name)
+
+
 @functools.lru_cache(maxsize=1024)
 def _family_of_model(model: str) -> str:
     """:func:`profile_for_model` of a checked id, ``""`` for none (cached: a run reads one id over and over)."""
-    name = model.strip().lower().split(":", 1)[0]
-    if name.endswith("]") and "[" in name:  # Kimi Code's context tag: k3[1m]
-        name = name[: name.rindex("[")]
+    name = _bare_name(model)
     last = name.rsplit("/", 1)[-1]
     for candidate in (name, last):
         found = _ALIASES.get(candidate, candidate)

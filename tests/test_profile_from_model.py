@@ -172,18 +172,50 @@ def test_kimi_k27_code_outputs_are_k25_outputs_and_thinking_off_is_refused() -> 
         ("moonshotai/Kimi-K2.6", "kimi-k2.5"),
         ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-instruct"),
         ("moonshotai/kimi-k2:free", "kimi-k2-instruct"),
+        # more of the ids users have: Kimi Code's and Moonshot's names, other dates, Fireworks, Hub repositories of
+        # quantised builds (the format is the model's, whatever the weights' precision), routing suffixes
+        ("K3", "kimi-k3"),
+        ("kimi-code/k3", "kimi-k3"),
+        ("kimi-k3-cot", "kimi-k3"),
+        ("kimi-k3-thinking", "kimi-k3"),
+        ("moonshotai/Kimi-K3-Preview-0115", "kimi-k3"),
+        ("kimi-k3@2026-01-15", "kimi-k3"),
+        ("moonshotai/kimi-k3-2026-01-15", "kimi-k3"),
+        ("kimi_k3", "kimi-k3"),
+        ("kimi-k3-fp8", "kimi-k3"),
+        ("kimi-k2.6", "kimi-k2.5"),
+        ("kimi-k2.6-turbo", "kimi-k2.5"),
+        ("moonshotai/kimi-k2.6-20260401", "kimi-k2.5"),
+        ("kimi-k2.5-thinking", "kimi-k2.5"),
+        ("accounts/fireworks/models/kimi-k2p5", "kimi-k2.5"),
+        ("nvidia/Kimi-K2.5-NVFP4", "kimi-k2.5"),
+        ("moonshotai/Kimi-K2.5-FP8", "kimi-k2.5"),
+        ("kimi-k2-thinking", "kimi-k2-thinking"),
+        ("Kimi-K2-Thinking-FP8", "kimi-k2-thinking"),
+        ("kimi-k2-thinking-turbo", "kimi-k2-thinking"),
+        ("kimi-k2-0711-preview", "kimi-k2-instruct"),
+        ("kimi-k2-0905-preview", "kimi-k2-instruct"),
+        ("kimi-k2-turbo-preview", "kimi-k2-instruct"),
+        ("accounts/fireworks/models/kimi-k2-instruct-0905", "kimi-k2-instruct"),
+        ("unsloth/Kimi-K2-Instruct-GGUF", "kimi-k2-instruct"),
+        ("RedHatAI/Kimi-K2-Instruct-quantized.w4a16", "kimi-k2-instruct"),
+        ("together/moonshotai/Kimi-K2-Instruct", "kimi-k2-instruct"),
+        ("kimi-k2.7-code", "kimi-k2.7-code"),
+        ("kimi-for-coding-preview", "kimi-k2.7-code"),
+        ("/models/Kimi-K2.5-Q4_K_M.gguf", "kimi-k2.5"),  # llama.cpp names the model by its file
+        ("unsloth/Kimi-K2-Thinking-UD-Q2_K_XL", "kimi-k2-thinking"),
     ],
 )
 def test_the_model_ids_users_have_name_their_profile(model: str, profile: str) -> None:
     assert profile_for_model(model, default="") == profile
 
 
-@pytest.mark.parametrize("model", ["openai/gpt-4o", "kimi-latest", "deepseek/deepseek-k3", "default"])
+@pytest.mark.parametrize("model", ["kimi-latest", "default", "my-vllm-served-name", "kimi-k4", "moonshotai/kimi-k3.5"])
 def test_an_id_that_names_no_kimi_model_is_flagged_when_no_profile_was_named(model: str) -> None:
     from kimi_recon import audit_record, build_training_sample, reconstruct_output_ids, turn_from_response
     from kimi_recon.flags import FlagCode
 
-    assert profile_for_model(model, default="") == ""
+    assert profile_for_model(model, default="") == "" and profiles.other_model(model) is None
     response = {"model": model, "choices": [{"message": {"role": "assistant", "content": "Hello", "reasoning_content": "Hm."}, "finish_reason": "stop"}]}
     turn = turn_from_response(response)
     assumed = reconstruct_output_ids(turn)
@@ -197,6 +229,45 @@ def test_an_id_that_names_no_kimi_model_is_flagged_when_no_profile_was_named(mod
     assert FlagCode.PROFILE_ASSUMED not in [f.code for f in audit_record({**record, "profile": "kimi-k2.5"}).flags]
     sample = build_training_sample(messages, turn)
     assert FlagCode.PROFILE_ASSUMED in [f.code for f in sample.flags]
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["openai/gpt-4o", "gpt-4o-mini", "anthropic/claude-sonnet-4", "deepseek/deepseek-k3", "Qwen/Qwen3-235B-A22B",
+     "meta-llama/llama-3.1-8b-instruct", "mistralai/some-new-model", "moonshot-v1-8k", "kimi-k1.5", "moonshotai/Kimi-K2-Base"],
+)
+def test_an_id_of_another_model_is_refused_with_no_profile_named_and_flagged_loss_with_one(model: str, tmp_path: Path) -> None:
+    """Decided per door (docs/api.md, the Profiles entry): with nothing named, another maker's (or an older Moonshot)
+    model is refused naming ``model``, since a flagged row would still pass a loss filter; a named profile is the
+    caller's word, so the rebuild runs and says ``profile_mismatch`` (loss). Before, ``openai/gpt-4o`` was rebuilt
+    as K2.5 with a risk flag at most (issue 33)."""
+    from kimi_recon import audit_record, build_training_sample, reconstruct_output_ids, turn_from_response
+    from kimi_recon.cli import main
+    from kimi_recon.errors import InvalidInputError
+
+    assert profile_for_model(model, default="") == "" and profiles.other_model(model)
+    response = {"model": model, "choices": [{"message": {"role": "assistant", "content": "Hello", "reasoning_content": "Hm."}, "finish_reason": "stop"}]}
+    turn = turn_from_response(response)
+    with pytest.raises(InvalidInputError, match="not a Kimi model") as err:
+        reconstruct_output_ids(turn)
+    assert err.value.field == "model" and "--profile" in str(err.value)
+    with pytest.raises(InvalidInputError, match="not a Kimi model"):
+        kimi_recon.reconstruct_many([turn])
+    named = reconstruct_output_ids(turn, profile="kimi-k2.5")
+    assert [(f.code, f.severity.value) for f in named.flags] == [(FlagCode.PROFILE_MISMATCH, "loss")]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    record = {"id": "r", "messages": messages, "response": response, "reference_ids": named.ids}
+    failed = audit_record(record)
+    assert failed.error is not None and failed.error.field == "model"
+    assert FlagCode.PROFILE_MISMATCH in audit_record({**record, "profile": "kimi-k2.5"}).flag_codes
+    with pytest.raises(InvalidInputError, match="not a Kimi model"):
+        build_training_sample(messages, turn)
+    assert FlagCode.PROFILE_MISMATCH in [f.code for f in build_training_sample(messages, turn, profile="kimi-k2.5").flags]
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert main(["reconstruct", str(path), "-o", str(tmp_path / "out.jsonl"), "--quiet"]) == 1
+    row = json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8"))
+    assert row["error"]["field"] == "model"
 
 
 def test_a_dated_k3_slug_is_rebuilt_in_the_k3_format() -> None:
