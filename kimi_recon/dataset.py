@@ -315,7 +315,7 @@ def reconstruct_records(
     tokenizer: TokenizerArg = None,
     *,
     profile: str | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     use_logprobs: bool = True,
     workers: int | None = 1,
     chunk_size: int = 64,
@@ -413,7 +413,7 @@ def audit_dataset(
     tokenizer: TokenizerArg = None,
     *,
     profile: str | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     use_logprobs: bool = True,
     workers: int | None = 1,
     progress: bool | None = None,
@@ -458,4 +458,4 @@ def audit_dataset(
             bar.update(1)
             if tally.total % 256 == 0 and not bar.disable:
                 bar.set_postfix(exact=_pct(tally.counts[EXACT] / max(1, tally.total - tally.error_count)), errors=tally.error_count)
-    return tally.freeze(None if profile is None else get_profile(profile).name, thinking, time.perf_counter() - start)
+    return tally.freeze(None if profile is None else get_profile(profile).name, thinking is not False, time.perf_counter() - start)

@@ -144,6 +144,9 @@ class FlagCode(str, enum.Enum):
     REPLACED_TOOL_CALL_ID = "replaced_tool_call_id"
     REASONING_NOT_RETURNED = "reasoning_not_returned"
     REASONING_SOURCES_DISAGREE = "reasoning_sources_disagree"
+    # the thinking mode and the reasoning's keys (kimi_recon.reconstruct, kimi_recon.responses)
+    THINKING_ASSUMED = "thinking_assumed"
+    REASONING_KEY_UNREAD = "reasoning_key_unread"
     SAMPLE_OUTPUT_MISMATCH = "sample_output_mismatch"
     API_KEY_IN_TEXT = "api_key_in_text"
     # what a server's parsers can lose (kimi_recon.servers, kimi_recon.reconstruct)
@@ -195,6 +198,10 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.REPLACED_TOOL_CALL_ID: _R,  # the model's format, its index assumed
     FlagCode.REASONING_NOT_RETURNED: _L,  # thinking on: the model wrote reasoning nobody returned
     FlagCode.REASONING_SOURCES_DISAGREE: _R,
+    # thinking on by default, no reasoning in the message, nothing saying the mode: an extra </think> (thinking was
+    # off) or reasoning nobody returned (it was on); both are other ids, unless the model wrote no reasoning at all
+    FlagCode.THINKING_ASSUMED: _L,
+    FlagCode.REASONING_KEY_UNREAD: _L,  # reasoning under a key no reader knows: the ids leave it out
     FlagCode.SAMPLE_OUTPUT_MISMATCH: _L,
     FlagCode.API_KEY_IN_TEXT: _L,  # the text was redacted
     FlagCode.SERVER_MAY_HAVE_LOST: _R,  # the server's parser can lose text on a turn of this shape

@@ -119,7 +119,7 @@ def reconstruct_output_ids(
     turn: AssistantTurn | Mapping[str, Any] | str | Any,
     tokenizer: KimiTokenizer | None = None,
     profile: str | ChatProfile | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     *,
     call_index_offset: int = 0,
     special_text: SpecialTextMode = "special",
@@ -145,6 +145,12 @@ def reconstruct_output_ids(
     rebuilt as ``kimi-k3``), ``kimi-k2.5`` when it names none. A given profile that renders turns
     differently from the one the model id names is flagged ``profile_mismatch``.
 
+    ``thinking`` None (the default) is thinking on, as the model's API defaults, unless the message shows
+    otherwise: a turn without reasoning then gets ``thinking_assumed`` (loss), since the ids carry a ``</think>``
+    the model never wrote if it was off, and lack the reasoning if it was on (say ``thinking=`` when you know).
+    With thinking on (said or assumed) and no reasoning returned, ``usage.completion_tokens_details.reasoning_tokens``
+    of 2 or more is ``reasoning_not_returned`` (loss): the model reasoned and the response left it out.
+
     ``server`` names the server whose parsers produced the turn (:mod:`kimi_recon.servers`: ``"vllm==0.33.0"``,
     ``"sglang"``, …; ``"none"`` for raw model text); None is what the response reveals, else unknown (may
     lose whatever any known parser loses). Each loss it can cause on a turn of this shape is flagged
@@ -168,7 +174,7 @@ def reconstruct_many(
     turns: Iterable[AssistantTurn | Mapping[str, Any] | str | Any],
     tokenizer: KimiTokenizer | None = None,
     profile: str | ChatProfile | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     *,
     use_logprobs: bool = True,
     stop: str | None = None,
@@ -198,7 +204,8 @@ def reconstruct_many(
     checked_tokenizer(tokenizer)
     if profile is not None:
         get_profile(profile)
-    bool_argument(thinking, "thinking")
+    if thinking is not None:
+        bool_argument(thinking, "thinking")
     if server is not None:
         get_server(server)
     out: list[Reconstruction] = []
@@ -227,13 +234,15 @@ class _PendingTurn(NamedTuple):
     profile: ChatProfile
     thinking: bool
     server: ServerProfile
+    #: whether the caller or the record said the thinking mode (else it is on by default: flag thinking_assumed)
+    thinking_stated: bool = True
 
 
 def _rendered_for_ids(
     turn: AssistantTurn | Mapping[str, Any] | str | Any,
     tokenizer: KimiTokenizer | None,
     profile: str | ChatProfile | None,
-    thinking: bool,
+    thinking: bool | None,
     *,
     call_index_offset: int,
     stop: str | None,
@@ -242,6 +251,8 @@ def _rendered_for_ids(
     """The first half of :func:`reconstruct_output_ids` (its arguments, checked): the turn read and rendered.
     The ids of the rendered turn then come one turn at a time or a batch at a time (:func:`_encode_pending`)."""
     turn = as_turn(turn)
+    stated = thinking is not None
+    thinking = True if thinking is None else thinking
     prof = profile_or_model(profile, turn.metadata.get("model"))
     tok = tokenizer_for_profile(tokenizer, prof)
     srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
@@ -253,7 +264,53 @@ def _rendered_for_ids(
         rendered = dataclasses.replace(rendered, flags=(*rendered.flags, stop_flag))
     if profile is None:
         rendered = _with_assumed_profile(rendered, turn.metadata.get("model"))
-    return _PendingTurn(turn, rendered, tok, prof, thinking, srv)
+    return _PendingTurn(turn, rendered, tok, prof, thinking, srv, stated)
+
+
+def reasoning_flags(turn: AssistantTurn, prof: ChatProfile, thinking: bool, stated: bool, usage: object) -> list[Flag]:
+    """What the message says about its reasoning that the rendered ids cannot: reasoning under a key no reader
+    knows, two sources that disagree, reasoning the model spent tokens on and the response left out, and a
+    thinking mode nobody said for a message without reasoning (every door: the turn, the record, the sample)."""
+    out: list[Flag] = []
+    unread = turn.metadata.get("unread_reasoning_keys")
+    if unread and isinstance(unread, Mapping):
+        keys = ", ".join(repr(k) for k in unread)
+        if not turn.reasoning:
+            out.append(Flag(
+                FlagCode.REASONING_KEY_UNREAD,
+                f"the message holds reasoning under {keys}, a key no reader knows (reasoning, reasoning_content and "
+                "reasoning_details are read); the ids leave it out: move it to reasoning_content if the model wrote it",
+                "reasoning",
+            ))
+        elif any(str(text).strip() != turn.reasoning.strip() for text in unread.values()):
+            out.append(Flag(
+                FlagCode.REASONING_SOURCES_DISAGREE,
+                f"the text under {keys} differs from {turn.metadata.get('reasoning_source') or 'the reasoning'}, which was used",
+                "reasoning",
+            ))
+    if turn.metadata.get("reasoning_sources_disagree"):
+        out.append(Flag(FlagCode.REASONING_SOURCES_DISAGREE, "'reasoning' and the reasoning_details text differ; 'reasoning' was used", "reasoning"))
+    if turn.reasoning or not turn.reasoning_complete or unread or not thinking or prof.thinking_style != "prompt_opens":
+        return out
+    spent = reported_counts(usage)[2]
+    if spent is not None and spent >= 2:  # (1 is the </think> of an empty reasoning, which some servers count)
+        out.append(Flag(
+            FlagCode.REASONING_NOT_RETURNED,
+            f"the usage reports {spent} reasoning tokens but the response carried no reasoning; an empty think block was "
+            "rebuilt, so the ids lack what the model reasoned",
+            "reasoning",
+        ))
+    elif not stated and not spent and not prof.thinking_required:  # (0 fits thinking off, or on without </think> counted)
+        end = "</think>" if prof.format == "k2" else "the think channel's close"
+        out.append(Flag(
+            FlagCode.THINKING_ASSUMED,
+            f"the message carries no reasoning and nothing says the thinking mode (no thinking setting on the record or "
+            f"its request), so it was taken as on: if the answer was made with thinking off the ids start with {end} "
+            "the model never wrote; if on, the response left the reasoning out. Say the mode: thinking=False / "
+            "--no-thinking, a record's thinking, or the request it was made with",
+            "reasoning",
+        ))
+    return out
 
 
 def _stop_the_server_saw(matched: object, prof: ChatProfile) -> tuple[str | None, Flag | None]:
@@ -323,11 +380,12 @@ def _encoded_together(pending: Sequence[_PendingTurn], per_segment_together: boo
 def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: bool = True, usage: Mapping[str, Any] | None = None) -> Reconstruction:
     """The second half of :func:`reconstruct_output_ids`: the reconstruction of a pending turn whose rendered
     text encodes to ``ids`` (the caller's: they may be replaced, never copied; None: encoded here, ``special_text="special"``)."""
-    turn, rendered, tok, prof, thinking, srv = pending
+    turn, rendered, tok, prof, thinking, srv, stated = pending
     if ids is None:
         ids = _encode_checked(rendered, tok, "special", prof)
     model = turn.metadata.get("model")
     flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
+    flags.extend(reasoning_flags(turn, prof, thinking, stated, usage if usage is not None else turn.metadata.get("usage")))
     mismatch = model_mismatch(prof, model)
     if mismatch is not None:
         flags.insert(0, mismatch)

@@ -99,13 +99,16 @@ class RecordOptions:
     tool_choice: Any = None
     template: str | None = None
     flags: tuple[Flag, ...] = ()
+    #: False when neither the record (nor its request) nor the call said the thinking mode: ``thinking`` is then
+    #: the default, on, and a turn without reasoning is flagged ``thinking_assumed``
+    thinking_stated: bool = True
 
 
 def parse_options(
     record: Mapping[str, Any] | None = None,
     *,
     profile: str | ChatProfile | None = None,
-    thinking: object = True,
+    thinking: object = None,
     tools: object = None,
     call_index_offset: object = None,
     template_kwargs: object = None,
@@ -127,7 +130,10 @@ def parse_options(
     kept as given: the chat-template renderer checks it, and a profile rendered in Python (``kimi-k3``) has none.
 
     With no profile (neither the record's nor ``profile``), the model id decides: ``model`` (the response's),
-    else the record's own ``model`` key, else ``kimi-k2.5`` (:func:`~kimi_recon.profiles.profile_or_model`)."""
+    else the record's own ``model`` key, else ``kimi-k2.5`` (:func:`~kimi_recon.profiles.profile_or_model`).
+
+    ``thinking``: the record's ``thinking``, else what its request says (:func:`_record_thinking`), else the keyword;
+    None there too means on, with ``thinking_stated`` False."""
     if isinstance(read, (str, bytes)) or not isinstance(read, Collection):
         raise InvalidInputTypeError(f"must be a collection of record keys, got {type(read).__name__}", field="read")
     own = record if record is not None else {}
@@ -149,9 +155,11 @@ def parse_options(
         assumed = assumed_profile(model) if named is None else None
         if assumed is not None:
             flags = (*flags, assumed)
+        said = pick("thinking", thinking)
         return RecordOptions(
             profile=prof,
-            thinking=_profile_thinking(prof, _thinking(pick("thinking", thinking))),
+            thinking=_profile_thinking(prof, True if said is None else _thinking(said)),
+            thinking_stated=said is not None,
             tools=parsed_tools,
             call_index_offset=_call_index_offset(pick("call_index_offset", call_index_offset)),
             template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),

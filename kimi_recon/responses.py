@@ -18,6 +18,7 @@ Streams are assembled into one chat completion by the OpenRouter adapter
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeGuard
@@ -631,6 +632,9 @@ def _reasoning(message: Mapping[str, Any], where: str | None, sample: object) ->
                     summaries.append(summary)
     if kinds:
         meta["reasoning_detail_types"] = sorted(set(kinds))
+    unread = _unread_reasoning(message)
+    if unread:
+        meta["unread_reasoning_keys"] = unread
 
     has_text = any(kind == "reasoning.text" for kind in kinds) and bool(texts)
     if kinds and not has_text and any(kind in _HIDDEN_REASONING for kind in kinds):
@@ -652,6 +656,39 @@ def _reasoning(message: Mapping[str, Any], where: str | None, sample: object) ->
         meta["reasoning_source"] = "reasoning_details"
         return detail_text, True, meta
     return None, True, meta
+
+
+#: The message keys the reader reads reasoning from; any other key that sounds like reasoning is not read.
+_REASONING_KEYS = frozenset({"reasoning", "reasoning_content", "reasoning_details"})
+#: What a key holding reasoning is called by the servers and libraries kimi-recon does not read (``thinking``,
+#: ``reasoning_text``, LiteLLM's ``thinking_blocks``, ``thoughts``, ``cot``): such a key is noted, never guessed at.
+_REASONING_LIKE = re.compile(r"(?:^|[_-])(?:reasoning|thinking|thought|cot(?:$|[_-]))")
+
+
+def _unread_reasoning(message: Mapping[str, Any]) -> dict[str, str]:
+    """The message keys that sound like reasoning, hold text (a non-empty string, or a list or object holding
+    one) and are not read, each with that text (its strings joined): the reasoning a rebuild would leave out."""
+    out: dict[str, str] = {}
+    for key, value in message.items():
+        if not isinstance(key, str) or key in _REASONING_KEYS or not _REASONING_LIKE.search(key.lower()) or "signature" in key.lower():
+            continue
+        text = "".join(_strings_in(value))
+        if text.strip():
+            out[key] = text
+    return out
+
+
+def _strings_in(value: object, depth: int = 0) -> list[str]:
+    """The strings inside ``value`` (a string, or lists and objects of them; a signature's key is skipped)."""
+    if isinstance(value, str):
+        return [value]
+    if depth > 8:
+        return []
+    if isinstance(value, Mapping):
+        return [t for k, v in value.items() if k not in ("signature", "type", "id", "format", "index") for t in _strings_in(v, depth + 1)]
+    if _is_list(value):
+        return [t for v in value for t in _strings_in(v, depth + 1)]
+    return []
 
 
 def _preview(text: str, limit: int = 40) -> str:

@@ -149,7 +149,7 @@ def build_training_sample(
     turn: AssistantTurn | Mapping[str, Any] | Any,
     tools: Sequence[Mapping[str, Any]] | str | KimiTokenizer | None = None,
     profile: str | ChatProfile | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     tokenizer: KimiTokenizer | None = None,
     *,
     template: str | None = None,
@@ -210,7 +210,8 @@ def _build(
     prompt_flag = surrogate_flag(prompt_text, "messages")
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
     # (the public door checks profile/thinking/offset again, through turn_options: cheap, and stop/server are its own)
-    output = reconstruct_output_ids(turn, tok, prof, options.thinking, call_index_offset=offset, stop=stop, server=server, usage=usage)
+    thinking = options.thinking if options.thinking_stated else None  # (None: on, and a turn without reasoning says so)
+    output = reconstruct_output_ids(turn, tok, prof, thinking, call_index_offset=offset, stop=stop, server=server, usage=usage)
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
@@ -257,7 +258,7 @@ def sample_from_record(
     tokenizer: KimiTokenizer | None = None,
     *,
     profile: str | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     template: str | None = None,
     server: str | None = None,
 ) -> TrainingSample:
@@ -297,6 +298,7 @@ def sample_from_record(
         prompt_len=sample.prompt_len,
         server=srv,
         reasoning_into_tools=any(f.code is FlagCode.THINK_END_OMITTED for f in sample.flags),
+        think_end_unsure=any(f.code is FlagCode.THINKING_ASSUMED for f in sample.flags),
     )
     if counts is None:
         return sample

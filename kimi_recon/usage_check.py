@@ -19,8 +19,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
-from ._base.arguments import int_argument
-from .errors import InvalidInputTypeError
+from ._base.arguments import bool_argument, int_argument
+from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
 from .profiles import ChatProfile, get_profile
 
@@ -79,6 +79,8 @@ class CountCheck:
     reported: int
     rebuilt: int
     convention: Convention | None
+    #: why no convention is taken when one would fit (the count fits two readings of the ids), said in :meth:`explain`
+    note: str = ""
 
     @property
     def delta(self) -> int:
@@ -102,6 +104,8 @@ class CountCheck:
         what = {PROMPT: "prompt ids", COMPLETION: "output ids", REASONING: "reasoning ids (through </think>)"}.get(self.field, "ids")
         if self.convention is not None:
             return f"usage {self.field} {self.reported} matches the {self.rebuilt} rebuilt {what} ({self.convention.value})"
+        if self.note:
+            return f"usage {self.field} is {self.reported} for {self.rebuilt} rebuilt {what} (delta {self.delta:+d}): {self.note}"
         return (
             f"usage {self.field} is {self.reported} but {self.rebuilt} {what} were rebuilt (delta {self.delta:+d}), "
             "and no known counting convention explains it"
@@ -269,6 +273,7 @@ def check_token_counts(
     completion_conventions: Collection[Convention | str] | None = None,
     think_begin_id: int | None = None,
     reasoning_ran_into: int | None = None,
+    think_end_unsure: bool = False,
 ) -> TokenCounts:
     """Every figure of ``usage`` that can be checked, against ``output_ids`` and ``prompt_len``.
 
@@ -278,7 +283,10 @@ def check_token_counts(
     pins how the server counts ``completion_tokens`` (e.g. ``{"exact"}`` for vLLM and SGLang: every generated
     id, the stop token included); None accepts any known convention. ``think_begin_id`` is the ``<think>``
     a model writes itself (K2-Thinking); ``reasoning_ran_into`` the id the reasoning ran into when the turn
-    has no ``</think>`` (see :func:`reasoning_span`).
+    has no ``</think>`` (see :func:`reasoning_span`). ``think_end_unsure``: the ids start with a ``</think>`` the
+    model may not have written (thinking was assumed on for a turn without reasoning): a figure one short, which
+    would read as the count without the closing token, fits the turn without that ``</think>`` as well, so it is
+    not taken as agreement.
     """
     output_ids = _checked_ids(output_ids)
     prompt_len = int_argument(prompt_len, "prompt_len", minimum=0, none=True)
@@ -286,7 +294,8 @@ def check_token_counts(
     eos_id = int_argument(eos_id, "eos_id", none=True)
     think_end_id = int_argument(think_end_id, "think_end_id", none=True)
     prompt_reported, completion_reported, reasoning_reported = reported_counts(usage)
-    allowed = None if completion_conventions is None else {Convention(c) for c in completion_conventions}
+    allowed = _conventions(completion_conventions)
+    think_end_unsure = bool_argument(think_end_unsure, "think_end_unsure")
     completion = reasoning = prompt = None
     if output_ids is not None and completion_reported is not None:
         closed = bool(output_ids) and output_ids[-1] == stop_id
@@ -300,7 +309,34 @@ def check_token_counts(
             reasoning = check_count(REASONING, reasoning_reported, span[0], closed=span[1], opened=opened)
     if prompt_len is not None and prompt_reported is not None:
         prompt = check_count(PROMPT, prompt_reported, prompt_len, closed=False)
+    if think_end_unsure and output_ids and think_end_id is not None and output_ids[0] == think_end_id:
+        completion = _ambiguous(completion, "the turn without its stop token, or the turn without the leading </think> (thinking off)")
+        reasoning = _ambiguous(reasoning, "the reasoning without its </think>, or no reasoning at all (thinking off)")
     return TokenCounts(completion, prompt, reasoning, unreadable_figures(usage))
+
+
+def _conventions(value: object) -> set[Convention] | None:
+    """``completion_conventions`` checked: None, or a collection of :class:`Convention` members or their values."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidInputTypeError(f"must be a collection of conventions, got {type(value).__name__}", field="completion_conventions")
+    out = set()
+    for item in value:
+        try:
+            out.add(Convention(item))
+        except ValueError:
+            known = ", ".join(c.value for c in Convention)
+            raise InvalidInputError(f"holds {preview(item)}, not a convention ({known})", field="completion_conventions") from None
+    return out
+
+
+def _ambiguous(check: CountCheck | None, readings: str) -> CountCheck | None:
+    """``check`` with no convention when only the count without the closing token explains it, which the other
+    reading of the ids explains too: which one holds is unknown, so it is not agreement."""
+    if check is None or check.convention is not Convention.WITHOUT_STOP:
+        return check
+    return CountCheck(check.field, check.reported, check.rebuilt, None, f"it fits {readings}; the thinking mode decides, and nothing says it")
 
 
 def _checked_ids(ids: object) -> list[int] | None:
@@ -325,6 +361,7 @@ def check_with_profile(
     truncated_in: str | None = None,
     completion_conventions: Collection[Convention | str] | None = None,
     reasoning_into_tools: bool = False,
+    think_end_unsure: bool = False,
 ) -> TokenCounts:
     """:func:`check_token_counts` with the closing tokens of ``profile``; ``truncated_in`` is the turn's
     ``metadata["truncated_in"]`` (where a length cut fell); ``completion_conventions`` as there;
@@ -345,4 +382,5 @@ def check_with_profile(
         completion_conventions=completion_conventions,
         think_begin_id=markers.get("<think>") if prof.thinking_style == "model_opens" else None,
         reasoning_ran_into=markers.get("<|tool_calls_section_begin|>") if reasoning_into_tools else None,
+        think_end_unsure=think_end_unsure,
     )

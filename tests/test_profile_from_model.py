@@ -274,5 +274,5 @@ def test_a_dated_k3_slug_is_rebuilt_in_the_k3_format() -> None:
     from kimi_recon import reconstruct_output_ids, turn_from_response
 
     response = {"model": "moonshotai/kimi-k3-20260115", "choices": [{"message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]}
-    result = reconstruct_output_ids(turn_from_response(response))
+    result = reconstruct_output_ids(turn_from_response(response), thinking=True)
     assert result.profile == "kimi-k3" and "</think>" not in result.text and result.flags == ()

@@ -148,7 +148,7 @@ SAMPLE_PARAMETERS = [
     ("turn", _P, _NONE),
     ("tools", _P, None),
     ("profile", _P, None),
-    ("thinking", _P, True),
+    ("thinking", _P, None),  # None: on, and a turn without reasoning is flagged thinking_assumed (issue 33)
     ("tokenizer", _P, None),
     ("template", _K, None),
     ("template_kwargs", _K, None),

@@ -203,6 +203,6 @@ def test_k3_tag_text_in_a_k2_field_says_the_data_may_be_k3() -> None:
     from kimi_recon._profile_check import suggested_profile
     from kimi_recon.flags import FlagCode
 
-    (flag,) = reconstruct_output_ids({"content": "Hi<|close|>response<|sep|>"}).flags
+    (flag,) = reconstruct_output_ids({"content": "Hi<|close|>response<|sep|>"}, thinking=True).flags
     assert flag.code is FlagCode.PROFILE_MISMATCH and flag.field == "content" and suggested_profile(flag) == "kimi-k3"
-    assert reconstruct_output_ids({"content": "a <|im_end| b"}).flags == ()  # K2.5's own text shapes: not K3's
+    assert reconstruct_output_ids({"content": "a <|im_end| b"}, thinking=True).flags == ()  # K2.5's own text shapes: not K3's

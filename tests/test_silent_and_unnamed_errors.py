@@ -45,12 +45,12 @@ def test_a_text_without_surrogates_has_no_surrogate_flag_and_decodes_to_the_rend
 
 
 def test_a_surrogate_with_logprobs_falls_back_with_the_flag_instead_of_crashing() -> None:
-    rebuilt = reconstruct_output_ids({"content": "a\ud83d", "logprobs": {"content": [{"token": "a", "bytes": [97]}]}})
+    rebuilt = reconstruct_output_ids({"content": "a\ud83d", "logprobs": {"content": [{"token": "a", "bytes": [97]}]}}, thinking=False)
     assert rebuilt.flag_codes == ("lone_surrogate", "logprobs_fallback") and rebuilt.source == "rendered"
 
 
 def test_a_surrogate_in_the_prompt_of_a_training_sample_is_flagged() -> None:
-    sample = build_training_sample([{"role": "user", "content": "x\ud800"}], {"content": "ok"})
+    sample = build_training_sample([{"role": "user", "content": "x\ud800"}], {"content": "ok"}, thinking=False)
     assert [(f.code, f.field) for f in sample.flags] == [("lone_surrogate", "messages")]
 
 

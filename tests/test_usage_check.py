@@ -212,6 +212,7 @@ def test_audited_turns_are_flagged_exactly_when_no_convention_explains_their_usa
         "response": {"choices": [{"message": {"role": "assistant", "reasoning_content": reasoning, "content": content}, "finish_reason": finish}],
                      "usage": {"completion_tokens": completion, "completion_tokens_details": {"reasoning_tokens": reasoning_count}}},
         "reference_ids": tok.encode(text),
+        "thinking": True,  # said: with no reasoning and no mode said, a count one short is not agreement (tests/test_thinking_mode.py)
     }
     result = audit_record(record, tok)
     assert result.error is None and result.comparison is not None and result.comparison.exact

@@ -44,7 +44,7 @@ _Item = tuple[int, int | None, Any]
 class _Job:
     tokenizer: str | None
     profile: str | None  # None: each record's model id decides
-    thinking: bool
+    thinking: bool | None  # None: on unless a record says (a message without reasoning is flagged)
     use_logprobs: bool
     server: str | None = None
 

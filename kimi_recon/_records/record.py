@@ -324,7 +324,7 @@ def reconstruct_record(
     tokenizer: TokenizerArg = None,
     *,
     profile: str | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     use_logprobs: bool = True,
     server: str | None = None,
 ) -> Reconstruction:
@@ -381,19 +381,22 @@ def record_server(rec: Mapping[str, Any], server: str | None = None) -> ServerPr
 
 
 def _reconstruct(
-    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool, server: str | None = None
+    rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool | None, use_logprobs: bool, server: str | None = None
 ) -> tuple[AssistantTurn, Reconstruction]:
     """The record's turn and its reconstruction, without the usage check (which may render the prompt)."""
     pending = _pending_of(rec, tok, profile, thinking, server)
     return pending.turn, _finished(pending, None, use_logprobs=use_logprobs, usage=_usage_of(rec))
 
 
-def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool, server: str | None) -> _PendingTurn:
+def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None, thinking: bool | None, server: str | None) -> _PendingTurn:
     """The record's turn, read and rendered with the record's options, waiting for its ids."""
     field, response = response_of(rec)
     turn = _turn_of_response(rec, field, response)
     model = turn.metadata.get("model")
-    prof, think, offset = _options(rec, profile, thinking, model)
+    prof, think, offset = _options(rec, profile, True if thinking is None else thinking, model)
+    # the mode is stated when the call or the record (or its request) says it; else it is on by default, and a
+    # message without reasoning says so (thinking_assumed)
+    stated = thinking is not None or _record_thinking(rec) is not None
     if turn.tool_calls and rec.get("call_index_offset") is None:
         # the model numbers its calls across the conversation: count those of the record's messages, as the
         # training rows do (a replaced server call id is rebuilt at that index)
@@ -401,7 +404,7 @@ def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None,
         if counted is not None:
             offset = counted
     # (record_server's reading, with the response found once)
-    pending = _rendered_for_ids(turn, tok, prof, think, call_index_offset=offset, stop=None, server=server_of(rec, response, server))
+    pending = _rendered_for_ids(turn, tok, prof, think if stated else None, call_index_offset=offset, stop=None, server=server_of(rec, response, server))
     if profile is None and rec.get("profile") is None:  # the format came from the model id, or was assumed
         pending = pending._replace(rendered=_with_assumed_profile(pending.rendered, model if model is not None else rec.get("model")))
     return pending
@@ -431,7 +434,8 @@ def _with_usage_check(rec: Mapping[str, Any], turn: AssistantTurn, recon: Recons
     if _checked_usage(rec, turn) is None:  # most records: no figures to check
         return recon, None, recon.flags, provider
     counts, unchecked = record_token_counts(
-        rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server, reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED)
+        rec, turn, recon.ids, tok, recon.profile, recon.thinking, server=recon.server, reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED),
+        think_end_unsure=recon.has_flag(FlagCode.THINKING_ASSUMED),
     )
     return recon, counts, recon.flags + unchecked + (counts.flags() if counts is not None else ()), provider
 
@@ -443,7 +447,7 @@ def checked_together(
     items: Sequence[tuple[int, int | None, object]],
     tok: KimiTokenizer,
     profile: str | None,
-    thinking: bool,
+    thinking: bool | None,
     use_logprobs: bool,
     server: str | None,
     before: Callable[[Mapping[str, Any]], _S],
@@ -490,6 +494,7 @@ def record_token_counts(
     prompt_len: int | None = None,
     server: str | ServerProfile | None = None,
     reasoning_into_tools: bool = False,
+    think_end_unsure: bool = False,
 ) -> tuple[TokenCounts | None, tuple[Flag, ...]]:
     """The usage check of one record (None when it carries no ``usage``) and the flags of figures that
     could not be checked.
@@ -528,6 +533,7 @@ def record_token_counts(
         truncated_in=turn.metadata.get("truncated_in"),
         completion_conventions=pinned or None,
         reasoning_into_tools=reasoning_into_tools,
+        think_end_unsure=think_end_unsure,
     )
     return counts, unchecked
 
@@ -537,7 +543,7 @@ def audit_record(
     tokenizer: TokenizerArg = None,
     *,
     profile: str | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     use_logprobs: bool = True,
     index: int = 0,
     line: int | None = None,
@@ -569,7 +575,7 @@ def _reference_of(tok: KimiTokenizer, rec: Mapping[str, Any]) -> tuple[list[int]
 
 
 def audit_records(
-    items: Sequence[tuple[int, int | None, object]], tok: KimiTokenizer, profile: str | None, thinking: bool, use_logprobs: bool, server: str | None
+    items: Sequence[tuple[int, int | None, object]], tok: KimiTokenizer, profile: str | None, thinking: bool | None, use_logprobs: bool, server: str | None
 ) -> list[RecordResult]:
     """:func:`audit_record` of each ``(index, line, record)``, in order, the turns encoded together
     (:func:`checked_together`)."""
@@ -606,7 +612,7 @@ def audit_row(
     tokenizer: TokenizerArg = None,
     *,
     profile: str | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     use_logprobs: bool = True,
     prefix: str = "audit_",
     server: str | None = None,
@@ -662,7 +668,7 @@ def audit_batch(
     tokenizer: TokenizerArg | Sequence[int] = None,
     *,
     profile: str | None = None,
-    thinking: bool = True,
+    thinking: bool | None = None,
     use_logprobs: bool = True,
     prefix: str = "audit_",
     server: str | None = None,

@@ -47,6 +47,10 @@ class CallInfo:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: The codes both the adapter and the rebuild may give a turn: the adapter's (it knows the request) is kept.
+_ADAPTER_REASONING_CODES = frozenset({FlagCode.REASONING_NOT_RETURNED, FlagCode.REASONING_SOURCES_DISAGREE})
+
+
 def adapter_flags(turn: AssistantTurn, thinking: bool) -> list[Flag]:
     """What the adapter knows may make the rebuilt ids differ from the model's (beyond the renderer's flags)."""
     flags = []
@@ -137,7 +141,9 @@ def ok_row(
     if rebuilt is not None:
         row["output_ids"] = rebuilt.output_ids
         row["output_source"] = rebuilt.source
-        flags.extend(rebuilt.flags)
+        # (the rebuild says what the message shows about its reasoning too, which the adapter said first)
+        said = {f.code for f in flags}
+        flags.extend(f for f in rebuilt.flags if f.code not in said or f.code not in _ADAPTER_REASONING_CODES)
         if rebuilt.prompt_ids is not None:
             row["prompt_ids"] = rebuilt.prompt_ids
         if rebuilt.sample is not None:
