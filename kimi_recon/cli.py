@@ -64,7 +64,8 @@ def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | No
 
 
 def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: str) -> int:
-    """Write one JSON row per input record (errors included, as rows with an ``error``); exit 1 if any failed.
+    """Write one JSON row per input record (errors included, as rows with an ``error``); exit 1 if any failed, or
+    if every row carries a ``loss`` flag (none usable: a wrong --profile, a thinking mode nobody said).
 
     The rows go to a temporary file renamed over ``path`` only once every record is written.
     """
@@ -82,7 +83,23 @@ def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: 
             # a lone surrogate (from a "\\ud800" escape in the input) is written as that escape by atomic_output
             out.write(to_json_line(row) + "\n")
     worst_line = ", ".join(f"{s} {n}" for s, n in by_severity.items())
-    _info(args, f"{what} {done - failed} of {done} records (by worst flag: {worst_line}); {failed} recorded as errors")
+    summary = f"{what} {done - failed} of {done} records (by worst flag: {worst_line}); {failed} recorded as errors"
+    # the rule of build-samples (_training_summary): a loss is said even with --quiet, and a run whose every row is
+    # an error or a loss fails, so a pipeline does not go on with ids that almost surely differ from the model's
+    lossy = by_severity.get("loss", 0)
+    if lossy or failed:
+        print(terminal_safe(summary), file=sys.stderr)
+    else:
+        _info(args, summary)
+    if lossy:
+        print(
+            f"{what}: {lossy} of {done - failed} rows carry a loss flag (ids that almost surely differ from the model's): "
+            "see their flags (severity loss) for what to fix",
+            file=sys.stderr,
+        )
+    if done and lossy + failed == done and lossy:
+        print(f"FAIL: {what}: no usable row: every one of the {done} rows carries a loss flag or an error", file=sys.stderr)
+        return 1
     return 1 if failed else 0
 
 
@@ -351,7 +368,8 @@ Each input line is a JSON object:
 {RECORD_RESPONSE}
 {RECORD_OPTIONS}
 
-Exit status: 0 every record rebuilt; 1 some rows hold an error; 2 bad usage or an unreadable file.
+Exit status: 0 every record rebuilt; 1 some rows hold an error, or every row holds an error or a loss flag
+(none usable; the loss rows are counted on stderr even with --quiet); 2 bad usage or an unreadable file.
 
 Example:
   kimi-recon reconstruct responses.jsonl -o ids.jsonl --profile kimi-k2.6

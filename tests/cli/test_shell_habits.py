@@ -88,3 +88,34 @@ def test_the_commands_say_their_rows_by_worst_flag_and_fail_when_none_is_usable(
     path.write_text("".join(json.dumps(r) + "\n" for r in audited), encoding="utf-8")
     assert main(["audit", str(path), "--quiet"]) == 1
     assert "no record is exact or a benign re-split" in capsys.readouterr().err
+
+
+def test_a_k25_file_rebuilt_as_k2_instruct_fails_every_command_that_rebuilds_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``build-samples --profile kimi-k2-instruct`` on a K2.5 file wrote rows that were all ``loss`` and exited 0 with
+    nothing on stderr (issue 33); ``reconstruct`` still did. One rule: every row a loss is no usable row, exit 1,
+    said on stderr even with ``--quiet``; some usable rows exit 0 and the loss rows are counted."""
+    import json
+
+    from kimi_recon import load_tokenizer
+    from kimi_recon.cli import main
+
+    tok = load_tokenizer()
+    records = [
+        {"id": f"r{i}", "messages": [{"role": "user", "content": "q"}], "response": {"role": "assistant", "content": f"A{i}.", "reasoning_content": "Hm."},
+         "model": "moonshotai/kimi-k2.5", "thinking": True, "reference_ids": tok.encode(f"Hm.</think>A{i}.<|im_end|>", allowed_special="all")}
+        for i in range(4)
+    ]
+    path = tmp_path / "k25.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    for command in (["reconstruct"], ["build-samples"], ["audit"]):
+        out = ["-o", str(tmp_path / "out.jsonl")] if command[0] != "audit" else []
+        assert main([*command, str(path), *out, "--profile", "kimi-k2-instruct", "--quiet"]) == 1, command
+        err = capsys.readouterr().err
+        assert "FAIL" in err and ("no usable row" in err or "no record is exact" in err), (command, err)
+        assert main([*command, str(path), *out, "--quiet"]) == 0, command  # its own profile: every row usable
+        assert "FAIL" not in capsys.readouterr().err
+    # one usable row among losses: exit 0, the losses counted on stderr
+    mixed = [*records[:3], {**records[3], "thinking": False}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in mixed), encoding="utf-8")
+    assert main(["reconstruct", str(path), "-o", str(tmp_path / "out.jsonl"), "--quiet"]) == 0
+    assert "1 of 4 rows carry a loss flag" in capsys.readouterr().err
