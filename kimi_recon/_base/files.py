@@ -119,6 +119,8 @@ MAX_LINE_BYTES = 64 * 2**20
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: A zstandard skippable frame starts with 0x184D2A5? (little-endian): pzstd's files and seekable ones begin so.
+_ZSTD_SKIPPABLE_MAGIC = re.compile(rb"[\x50-\x5f]\x2a\x4d\x18")
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -153,7 +155,7 @@ def open_input(path: PathArg, field: str = "input") -> Iterator[BinaryIO]:
             import gzip
 
             yield stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))  # type: ignore[misc]
-        elif head.startswith(_ZSTD_MAGIC):
+        elif head.startswith(_ZSTD_MAGIC) or _ZSTD_SKIPPABLE_MAGIC.match(head):
             try:
                 import zstandard  # type: ignore[import-not-found, unused-ignore]
             except ImportError:
@@ -166,10 +168,16 @@ def open_input(path: PathArg, field: str = "input") -> Iterator[BinaryIO]:
 
 
 class _ZstdFrames(io.RawIOBase):
-    """The decompressed bytes of every zstandard frame of ``raw``, one after another. Unlike zstandard's own
-    stream reader, which returns what it has and then ends, input that ends inside a frame raises
-    ``EOFError`` and damaged data ``ValueError``, so a cut or corrupt archive is never read as a short file.
-    (A file cut exactly between two frames is a valid, shorter archive: nothing in it can tell.)"""
+    """The decompressed bytes of the one zstandard frame of ``raw``. Unlike zstandard's own stream reader, which
+    returns what it has and then ends, input that ends inside a frame raises ``EOFError`` and damaged data
+    ``ValueError``, so a cut or corrupt archive is never read as a short file.
+
+    A second frame that holds data raises ``ValueError`` too: a file cut exactly between two frames is a valid,
+    shorter archive (zstandard has no end-of-archive mark; nothing in the bytes can tell), so a file of several
+    frames cannot be told from a cut one and is not read. ``zstd`` writes one frame whatever its threads;
+    several come from ``cat a.zst b.zst``, ``pzstd`` or a writer that ends a frame per batch, and
+    ``zstd -dc F | zstd -o ONE.zst`` makes one (after checking F is whole). Skippable frames and empty frames
+    hold no data and are passed over."""
 
     _CHUNK = 1 << 16
 
@@ -177,6 +185,8 @@ class _ZstdFrames(io.RawIOBase):
         self._raw, self._zstd = raw, zstandard
         self._frame = zstandard.ZstdDecompressor().decompressobj()
         self._started = False  # whether the current frame has taken any input
+        self._frame_bytes = 0  # what the current frame has given so far
+        self._data_frames = 0  # finished frames that gave data
         self._pending = b""
 
     def readable(self) -> bool:
@@ -200,14 +210,24 @@ class _ZstdFrames(io.RawIOBase):
         while chunk:
             self._started = True
             try:
-                out.append(self._frame.decompress(chunk))
+                piece = self._frame.decompress(chunk)
             except self._zstd.ZstdError as err:
                 raise ValueError(f"damaged zstandard data ({err})") from None
+            if piece and not self._frame_bytes and self._data_frames:
+                raise ValueError(
+                    "a second zstandard frame starts here; a file of several frames cannot be told from one cut "
+                    "between two frames (zstandard has no end mark), so it is not read: make it one frame first "
+                    "(zstd -dc FILE | zstd -o ONE.zst), after checking that FILE is whole"
+                )
+            self._frame_bytes += len(piece)
+            out.append(piece)
             if not self._frame.eof:
                 break
             chunk = self._frame.unused_data
+            self._data_frames += self._frame_bytes > 0
             self._frame = self._zstd.ZstdDecompressor().decompressobj()
             self._started = False
+            self._frame_bytes = 0
         return b"".join(out)
 
 
