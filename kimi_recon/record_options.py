@@ -56,6 +56,7 @@ OPTION_KEYS: tuple[str, ...] = (
     "template_kwargs",
     "thinking_effort",
     "tool_choice",
+    "response_format",
 )
 
 #: Template variables kimi-recon sets itself; ``template_kwargs`` may not set them.
@@ -99,6 +100,8 @@ class RecordOptions:
     tool_choice: Any = None
     template: str | None = None
     flags: tuple[Flag, ...] = ()
+    #: the request's OpenAI ``response_format`` (K3 prompts write a system message for json_object/json_schema)
+    response_format: Any = None
     #: False when neither the record (nor its request) nor the call said the thinking mode: ``thinking`` is then
     #: the default, on, and a turn without reasoning is flagged ``thinking_assumed``
     thinking_stated: bool = True
@@ -118,6 +121,7 @@ def parse_options(
     sample: object = None,
     read: Collection[str] = OPTION_KEYS,
     model: object = None,
+    response_format: object = None,
 ) -> RecordOptions:
     """The options of ``record``, each falling back to the keyword of the same name when the record
     has no such key (or null). Raises :class:`~kimi_recon.errors.InvalidInputError` naming the field
@@ -143,7 +147,14 @@ def parse_options(
     def pick(key: str, default: object) -> object:
         if key not in read:
             return default
-        value = _record_thinking(own) if key == "thinking" else _record_thinking_effort(own) if key == "thinking_effort" else own.get(key)
+        if key == "thinking":
+            value = _record_thinking(own)
+        elif key == "thinking_effort":
+            value = _record_thinking_effort(own)
+        elif key == "response_format":
+            value = _record_or_request(own, key)
+        else:
+            value = own.get(key)
         return default if value is None else value
 
     try:
@@ -165,6 +176,7 @@ def parse_options(
             template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),
             thinking_effort=_thinking_effort(pick("thinking_effort", thinking_effort)),
             tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon._render.k3_prompt)
+            response_format=pick("response_format", response_format),
             template=template,
             flags=flags,
         )
@@ -243,7 +255,18 @@ def _record_thinking(record: Mapping[str, Any]) -> object:
             said = _thinking_said(key, source.get(key))
             if said is not None:
                 return said
+        if source.get("reasoning_effort") == "none":  # (vLLM's reading of it, and OpenAI's spelling of off)
+            return False
     return None
+
+
+def _record_or_request(record: Mapping[str, Any], key: str) -> object:
+    """``record[key]``, else the same key of its ``request`` object (None when neither has it)."""
+    own = record.get(key)
+    if own is not None:
+        return own
+    request = record.get("request")
+    return request.get(key) if isinstance(request, Mapping) else None
 
 
 def _thinking_said(key: str, value: object) -> bool | None:
@@ -257,33 +280,35 @@ def _thinking_said(key: str, value: object) -> bool | None:
             return bool(value["enabled"])
         if value.get("effort") == "none":
             return False
-    if key == "chat_template_kwargs" and isinstance(value.get("thinking"), bool):
-        return bool(value["thinking"])
+    if key == "chat_template_kwargs":
+        if isinstance(value.get("thinking"), bool):
+            return bool(value["thinking"])
+        if isinstance(value.get("enable_thinking"), bool):
+            return bool(value["enable_thinking"])
     return None
 
 
 def _record_thinking_effort(record: Mapping[str, Any]) -> object:
-    """A record's ``thinking_effort``, else the request's: Moonshot's top-level ``reasoning_effort``
-    (``low``/``high``/``max``) or OpenRouter's ``reasoning: {"effort": ...}`` when it is one of those, on the
-    record or in its ``request``; None when nothing says (the K3 renderer then uses ``max``, as Moonshot's
-    renderer does)."""
+    """A record's ``thinking_effort``, else the request's, on the record or in its ``request``, in this order:
+    its own ``thinking_effort``, Moonshot's top-level ``reasoning_effort`` (``low``/``high``/``max``), Moonshot's
+    ``thinking: {"effort": …}`` (with ``keep``, as the Kimi Vendor Verifier sends it), a server's
+    ``chat_template_kwargs.thinking_effort``, OpenRouter's ``reasoning: {"effort": …}``. None when nothing says
+    (the K3 renderer then uses ``max``, Moonshot's default). An effort of OpenRouter's own scale (``medium``,
+    ``minimal``, ``xhigh``) is passed on, so the K3 renderer refuses it naming ``thinking_effort`` rather than
+    render ``max`` without a word; ``none`` is thinking off, not an effort."""
     own = record.get("thinking_effort")
     if own is not None:
         return own
     request = record.get("request")
     for source in (record, request) if isinstance(request, Mapping) else (record,):
-        effort = source.get("reasoning_effort")
-        reasoning = source.get("reasoning")
-        if effort is None and isinstance(reasoning, Mapping) and reasoning.get("effort") in _K3_EFFORTS:
-            # (OpenRouter's own scale, minimal/medium/xhigh, has no K3 counterpart kimi-recon can vouch for)
-            effort = reasoning.get("effort")
-        if effort is not None:
-            return effort
+        candidates = [source.get("thinking_effort"), source.get("reasoning_effort")]
+        for key, name in (("thinking", "effort"), ("chat_template_kwargs", "thinking_effort"), ("chat_template_kwargs", "reasoning_effort"), ("reasoning", "effort")):
+            holder = source.get(key)
+            candidates.append(holder.get(name) if isinstance(holder, Mapping) else None)
+        for effort in candidates:
+            if effort is not None and effort != "none":
+                return effort
     return None
-
-
-#: The efforts Moonshot's K3 API and renderer take (kimi_recon._render.k3_prompt checks what reaches it).
-_K3_EFFORTS = frozenset({"low", "high", "max"})
 
 
 def _thinking(value: object) -> bool:

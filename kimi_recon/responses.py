@@ -31,6 +31,7 @@ from .servers import detect_server
 
 __all__ = [
     "MESSAGE_FIELDS",
+    "sounds_like_reasoning",
     "as_turn",
     "content_text",
     "error_from_object",
@@ -665,12 +666,17 @@ _REASONING_KEYS = frozenset({"reasoning", "reasoning_content", "reasoning_detail
 _REASONING_LIKE = re.compile(r"(?:^|[_-])(?:reasoning|thinking|thought|cot(?:$|[_-]))")
 
 
+def sounds_like_reasoning(key: object) -> bool:
+    """Whether a message key sounds like one holding reasoning (``thinking``, ``reasoning_text``, ``thoughts``)."""
+    return isinstance(key, str) and _REASONING_LIKE.search(key.lower()) is not None and "signature" not in key.lower()
+
+
 def _unread_reasoning(message: Mapping[str, Any]) -> dict[str, str]:
     """The message keys that sound like reasoning, hold text (a non-empty string, or a list or object holding
     one) and are not read, each with that text (its strings joined): the reasoning a rebuild would leave out."""
     out: dict[str, str] = {}
     for key, value in message.items():
-        if not isinstance(key, str) or key in _REASONING_KEYS or not _REASONING_LIKE.search(key.lower()) or "signature" in key.lower():
+        if key in _REASONING_KEYS or not sounds_like_reasoning(key):
             continue
         text = "".join(_strings_in(value))
         if text.strip():

@@ -82,6 +82,7 @@ def render_prompt(
     template_kwargs: Mapping[str, Any] | None = None,
     thinking_effort: str | None = None,
     tool_choice: Any = None,
+    response_format: Any = None,
 ) -> str:
     """The prompt text up to and including the generation prompt, as the official ``apply_chat_template``.
 
@@ -101,6 +102,7 @@ def render_prompt(
         template_kwargs=template_kwargs,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
+        response_format=response_format,
     )
     return _render_prompt(messages, options, tokenizer)
 
@@ -113,9 +115,12 @@ def prompt_segments(
     *,
     thinking_effort: str | None = None,
     tool_choice: Any = None,
+    response_format: Any = None,
 ) -> list[Segment] | None:
     """The prompt's segments for a profile rendered in Python (``kimi-k3``); None for a chat-template profile."""
-    return _formats.prompt_segments(profile, messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    return _formats.prompt_segments(
+        profile, messages, tools, thinking, thinking_effort=thinking_effort, tool_choice=tool_choice, response_format=response_format
+    )
 
 
 def encode_prompt(
@@ -129,6 +134,7 @@ def encode_prompt(
     template_kwargs: Mapping[str, Any] | None = None,
     thinking_effort: str | None = None,
     tool_choice: Any = None,
+    response_format: Any = None,
 ) -> list[int]:
     """The prompt ids a training sample starts with: the prompt rendered as the official code renders it
     (:func:`render_prompt`), encoded as the official tokenizer encodes it for that profile."""
@@ -140,6 +146,7 @@ def encode_prompt(
         template_kwargs=template_kwargs,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
+        response_format=response_format,
     )
     return _encode_prompt(messages, options, tokenizer_for_profile(tokenizer, options.profile))[0]
 
@@ -159,6 +166,7 @@ def build_training_sample(
     tool_choice: Any = None,
     stop: str | None = None,
     server: str | None = None,
+    response_format: Any = None,
 ) -> TrainingSample:
     """One training row: prompt ids (loss 0) followed by the turn's output ids (loss 1).
 
@@ -191,6 +199,7 @@ def build_training_sample(
         call_index_offset=call_index_offset,
         thinking_effort=thinking_effort,
         tool_choice=tool_choice,
+        response_format=response_format,
     )
     return _build(messages, turn, options, tokenizer_for_profile(tokenizer, options.profile), stop, server)
 

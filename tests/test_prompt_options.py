@@ -142,6 +142,7 @@ PROMPT_PARAMETERS = [
     ("template_kwargs", _K, None),
     ("thinking_effort", _K, None),
     ("tool_choice", _K, None),
+    ("response_format", _K, None),  # K3's response-format system message (issue 33)
 ]
 SAMPLE_PARAMETERS = [
     ("messages", _P, _NONE),
@@ -157,6 +158,7 @@ SAMPLE_PARAMETERS = [
     ("tool_choice", _K, None),
     ("stop", _K, None),
     ("server", _K, None),
+    ("response_format", _K, None),
 ]
 
 

@@ -201,7 +201,8 @@ def test_input_that_used_to_escape_as_a_python_error_is_a_named_error(call: Any)
 
 def test_a_surrogate_in_a_reconstruct_row_is_written_escaped_instead_of_stopping_the_run(tmp_path: Path) -> None:
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    src.write_text('{"id": "a\\ud83d", "response": {"content": "x\\ud83d"}}\n{"id": "b", "response": {"content": "y"}}\n', encoding="utf-8")
+    # (thinking said: a message without reasoning whose mode nothing says is a loss, and a file of only those fails)
+    src.write_text('{"id": "a\\ud83d", "thinking": false, "response": {"content": "x\\ud83d"}}\n{"id": "b", "thinking": false, "response": {"content": "y"}}\n', encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "kimi_recon.cli", "reconstruct", str(src), "-o", str(out)], check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]

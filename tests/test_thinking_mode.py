@@ -194,3 +194,18 @@ def test_a_generate_row_says_each_reasoning_flag_once() -> None:
     rebuilt = make_reconstructor()(prompt, turn)
     row = ok_row(prompt, RequestOptions(model="moonshotai/kimi-k2.5"), response, turn, rebuilt, CallInfo())
     assert [f["code"] for f in row["flags"]].count("reasoning_sources_disagree") == 1
+
+
+def test_worker_processes_read_the_request_and_unread_reasoning_keys_as_one_worker_does() -> None:
+    """Records sent to worker processes kept only the keys a record was read for, ``request`` not among them: with
+    ``--workers N`` a thinking-off request was rebuilt with ``</think>``, and a bare message's unknown reasoning key
+    vanished."""
+    records: list[dict[str, Any]] = [
+        {"id": "off", "request": {"reasoning": {"enabled": False}}, "response": _response({"content": "Hi!"})},
+        {"id": "key", "role": "assistant", "content": "Hi!", "reasoning_text": "Hm.", "thinking": True},
+        *({"id": f"n{i}", "thinking": True, "response": _response({"content": "Hi!", "reasoning": "Hm."})} for i in range(4)),
+    ]
+    one = [(list(r.ids or ()), _codes(r.flags)) for r in reconstruct_records(records)]
+    many = [(list(r.ids or ()), _codes(r.flags)) for r in reconstruct_records(records, workers=2, executor="processes")]
+    assert many == one
+    assert one[0] == (OFF_IDS, []) and "reasoning_key_unread" in one[1][1]

@@ -134,14 +134,16 @@ _READ_KEYS = frozenset(
     {*RESPONSE_KEYS, *REFERENCE_KEYS, "id", "profile", "model", "thinking", "call_index_offset", "finish_reason", "logprobs",
      "choices", "role", "native_finish_reason", "error", *responses.MESSAGE_FIELDS,
      "usage", "provider", "messages", "prompt_ids", *OPTION_KEYS,  # the usage check's
-     "server", "sglext", "prompt_token_ids"}  # the server's (and "model", above): named, or what a response (as the record) reveals
+     "server", "sglext", "prompt_token_ids",  # the server's (and "model", above): named, or what a response (as the record) reveals
+     "request", "reasoning_effort", "chat_template_kwargs", "reasoning"}  # what the request said about thinking and its effort
 )
 
 
 def _slim(item: _Item) -> _Item:
     index, line, rec = item
     if isinstance(rec, Mapping) and not rec.keys() <= _READ_KEYS:
-        rec = {k: v for k, v in rec.items() if k in _READ_KEYS}
+        # (a record that is the message itself keeps the keys that sound like reasoning: the reader says they were not read)
+        rec = {k: v for k, v in rec.items() if k in _READ_KEYS or responses.sounds_like_reasoning(k)}
     return index, line, rec
 
 

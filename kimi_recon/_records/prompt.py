@@ -76,7 +76,8 @@ def _render_prompt(messages: Sequence[Mapping[str, Any]], options: RecordOptions
 def _prompt_segments(messages: Sequence[Mapping[str, Any]], options: RecordOptions) -> list[Segment] | None:
     tools = list(options.tools) if options.tools else None
     return prompt_segments(
-        options.profile, messages, tools, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice
+        options.profile, messages, tools, options.thinking, thinking_effort=options.thinking_effort, tool_choice=options.tool_choice,
+        response_format=options.response_format,
     )
 
 

@@ -32,6 +32,7 @@ class PromptRenderer(Protocol):
         thinking: bool,
         thinking_effort: str | None,
         tool_choice: Any,
+        response_format: Any = None,
     ) -> list[Segment]: ...
 
 
@@ -65,10 +66,11 @@ def prompt_segments(
     *,
     thinking_effort: str | None = None,
     tool_choice: Any = None,
+    response_format: Any = None,
 ) -> list[Segment] | None:
     """The prompt's segments when ``profile``'s format renders prompts in Python (K3); None when its chat
-    template does (K2.x)."""
+    template does (K2.x, whose templates write no ``response_format``)."""
     render = FORMATS[profile.format].render_prompt
     if render is None:
         return None
-    return render(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice)
+    return render(messages, tools, thinking=thinking, thinking_effort=thinking_effort, tool_choice=tool_choice, response_format=response_format)

@@ -5,8 +5,12 @@ What the renderer does, in order: tools are declared first (compact JSON, keys d
 ``max`` by default; ``low``/``high``/``max``); then every message as an XTML ``message`` tag (``name``
 attributes on user, system and assistant messages; history assistant turns keep their reasoning; tool
 results are re-ordered by ``tool_call_id`` into call order and named from the matching call); then the
-``tool_choice`` system message (``required``/``none``); then the generation prompt. What it refuses is
-refused here with an :class:`~kimi_recon.errors.InvalidInputError` naming the field.
+``tool_choice`` system message (``required``/``none``); then the ``response_format`` system message
+(``json_object``/``json_schema``, the schema as compact JSON with keys deep-sorted); then the generation prompt.
+What it refuses is refused here with an :class:`~kimi_recon.errors.InvalidInputError` naming the field: since
+Moonshot's change of 2026-08-20 (Hugging Face commit a590ce09, vLLM PR #53148) that includes a message role other
+than user, system, assistant and tool, which the renderer the official dev set was made with (vLLM's vendored copy
+@2ec5134c) skipped without a word. docs/formats.md says which renderer this follows.
 """
 
 from __future__ import annotations
@@ -65,8 +69,35 @@ def check_thinking_effort(effort: str | None) -> str:
     if effort is None:
         return DEFAULT_THINKING_EFFORT
     if effort not in THINKING_EFFORTS:
-        raise InvalidInputError(f"Kimi K3 supports thinking_effort values {', '.join(THINKING_EFFORTS)}; got {preview(effort)}", field="thinking_effort")
+        raise InvalidInputError(
+            f"Kimi K3 supports thinking_effort values {', '.join(THINKING_EFFORTS)}; got {preview(effort)} (an OpenRouter "
+            "reasoning.effort such as 'medium' has no K3 effort kimi-recon can vouch for: set the record's "
+            "thinking_effort to the one the model ran with)",
+            field="thinking_effort",
+        )
     return effort
+
+
+#: The roles the official renderer writes; since Moonshot's change of 2026-08-20 it raises on any other.
+K3_ROLES = ("user", "system", "assistant", "tool")
+
+
+def _response_format_message(response_format: Any) -> list[Segment]:
+    """The ``response-format`` system message of an OpenAI ``response_format`` (a ``{"type": …}`` object or its
+    type as text); none for ``text``, absent or another type, as the official renderer does."""
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else response_format
+    if kind not in ("json_object", "json_schema"):
+        return []
+    body = (
+        f"The system is invoked with `response_format={kind}`.\n"
+        "Your response must be raw JSON data without markdown code blocks (```json) or any additional formatting."
+    )
+    if kind == "json_schema":
+        schema = response_format.get("json_schema") if isinstance(response_format, Mapping) else None
+        if isinstance(schema, Mapping):  # the schema under json_schema.schema, json_schema.json_schema, or json_schema itself
+            schema = schema.get("schema", schema.get("json_schema", schema))
+        body += f"\nThe JSON data must match the following schema:\n```json\n{compact_json(deep_sorted(schema))}\n```"
+    return _system_message("response-format", body)
 
 
 def _system_message(kind: str, body: str) -> list[Segment]:
@@ -201,6 +232,7 @@ def k3_prompt_segments(
     thinking_effort: str | None = None,
     tool_choice: Any = None,
     add_generation_prompt: bool = True,
+    response_format: Any = None,
 ) -> list[Segment]:
     """The segments of a K3 prompt, as Moonshot's reference renderer yields them."""
     _check_messages(messages)
@@ -239,8 +271,15 @@ def k3_prompt_segments(
                 )
             attrs = [("role", "tool", None), ("tool", tool_name, f"{where}.tool"), ("index", tool_index, None)]
             segments += open_tag("message", attrs) + _content(message, where) + close_tag("message") + [marker(END_OF_MSG)]
+        else:
+            hint = " (vLLM's PR #53148 turns developer into system: rename it so if the server did)" if role == "developer" else ""
+            raise InvalidInputError(
+                f"is {preview(role)}: Kimi K3's renderer takes the roles {', '.join(K3_ROLES)} and refuses any other{hint}",
+                field=f"{where}.role",
+            )
     if tool_choice in _TOOL_CHOICE_TEXT:
         segments += _system_message("tool-choice", _TOOL_CHOICE_TEXT[tool_choice])
+    segments += _response_format_message(response_format)
     if add_generation_prompt:
         segments += open_tag("message", [("role", "assistant", None)]) + open_tag("think" if thinking else "response")
     return segments
