@@ -80,6 +80,9 @@ class ChatProfile:
     template_defaults: tuple[tuple[str, Any], ...] = ()
     #: the model has no non-thinking mode (K2.7-Code): ``thinking=False`` is refused, not rendered
     thinking_required: bool = False
+    #: the bundled template that renders this format keeping every earlier turn's reasoning (``preserve_thinking``),
+    #: for a request that asked for it (Moonshot's ``thinking: {"keep": "all"}``) when ``template`` cannot
+    kept_reasoning_template: str | None = None
 
     def generation_prompt(self, thinking: bool = True) -> str:
         """The text the chat template appends with ``add_generation_prompt=True``."""
@@ -88,6 +91,10 @@ class ChatProfile:
     def template_source(self) -> str | None:
         """The bundled template text, or None when the tokenizer's own template is meant."""
         return None if self.template is None else _bundled_template(self.template)
+
+    def kept_reasoning_template_source(self) -> str | None:
+        """The text of :attr:`kept_reasoning_template` (None when the profile has none)."""
+        return None if self.kept_reasoning_template is None else _bundled_template(self.kept_reasoning_template)
 
     @property
     def fields_always_ordinary(self) -> bool:
@@ -135,6 +142,8 @@ PROFILES: dict[str, ChatProfile] = {
             thinking_on="<think>",
             thinking_off="<think></think>",
             template_reads=frozenset({"tools_ts_str", "thinking"}),
+            # K2.6's thinking.keep "all": the K2.7-Code template, checked on the official dev set
+            kept_reasoning_template="kimi-k2.5-preserve-thinking.jinja",
         ),
         ChatProfile(
             "kimi-k2.7-code",

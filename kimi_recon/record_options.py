@@ -167,13 +167,16 @@ def parse_options(
         if assumed is not None:
             flags = (*flags, assumed)
         said = pick("thinking", thinking)
+        kwargs = _template_kwargs(pick("template_kwargs", template_kwargs))
+        if "template_kwargs" in read and (kwargs.get("preserve_thinking") is True or _keeps_reasoning(own)):
+            template, kwargs = _kept_reasoning(prof, template, kwargs)
         return RecordOptions(
             profile=prof,
             thinking=_profile_thinking(prof, True if said is None else _thinking(said)),
             thinking_stated=said is not None,
             tools=parsed_tools,
             call_index_offset=_call_index_offset(pick("call_index_offset", call_index_offset)),
-            template_kwargs=_template_kwargs(pick("template_kwargs", template_kwargs)),
+            template_kwargs=kwargs,
             thinking_effort=_thinking_effort(pick("thinking_effort", thinking_effort)),
             tool_choice=pick("tool_choice", tool_choice),  # its values are the profile's to check (kimi_recon._render.k3_prompt)
             response_format=pick("response_format", response_format),
@@ -258,6 +261,30 @@ def _record_thinking(record: Mapping[str, Any]) -> object:
         if source.get("reasoning_effort") == "none":  # (vLLM's reading of it, and OpenAI's spelling of off)
             return False
     return None
+
+
+def _keeps_reasoning(record: Mapping[str, Any]) -> bool:
+    """Whether the record's request asked to keep every earlier turn's reasoning in the prompt: Moonshot's
+    ``thinking: {"keep": "all"}`` (K2.6's preserved thinking) or a server's ``chat_template_kwargs.preserve_thinking``."""
+    request = record.get("request")
+    for source in (record, request) if isinstance(request, Mapping) else (record,):
+        thinking, kwargs = source.get("thinking"), source.get("chat_template_kwargs")
+        if (isinstance(thinking, Mapping) and thinking.get("keep") == "all") or (isinstance(kwargs, Mapping) and kwargs.get("preserve_thinking") is True):
+            return True
+    return False
+
+
+def _kept_reasoning(prof: ChatProfile, template: str | None, kwargs: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The template and its variables that keep every earlier turn's reasoning for ``prof``: ``preserve_thinking``
+    true, with the profile's template when it reads that variable, else its :attr:`~kimi_recon.profiles.ChatProfile.kept_reasoning_template`
+    (the stock K2.5 template ignores the variable, so the prompt would drop the reasoning without a word). K3 keeps
+    it always; a template the call gave is the call's word."""
+    if prof.format != "k2":
+        return template, kwargs
+    kwargs = {**kwargs, "preserve_thinking": kwargs.get("preserve_thinking", True)}
+    if template is None and "preserve_thinking" not in prof.template_reads:
+        template = prof.kept_reasoning_template_source()
+    return template, kwargs
 
 
 def _record_or_request(record: Mapping[str, Any], key: str) -> object:

@@ -209,3 +209,26 @@ def test_worker_processes_read_the_request_and_unread_reasoning_keys_as_one_work
     many = [(list(r.ids or ()), _codes(r.flags)) for r in reconstruct_records(records, workers=2, executor="processes")]
     assert many == one
     assert one[0] == (OFF_IDS, []) and "reasoning_key_unread" in one[1][1]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        {"request": {"thinking": {"type": "enabled", "keep": "all"}}},  # Moonshot, K2.6's preserved thinking
+        {"request": {"chat_template_kwargs": {"thinking": True, "preserve_thinking": True}}},  # a server's
+        {"template_kwargs": {"preserve_thinking": True}},  # the record's own, which the stock K2.5 template ignored
+    ],
+)
+def test_a_request_that_keeps_earlier_reasoning_gets_the_prompt_that_keeps_it(said: dict[str, Any]) -> None:
+    """The official dev set rendered these conversations with every earlier turn's reasoning kept (SOURCES.md §9);
+    a K2.5/K2.6 record whose request asked for that (``thinking.keep: "all"``) was rendered with the stock template,
+    which drops it, without a word."""
+    from testdata import OFFICIAL, read_jsonl
+
+    cases = [c for c in read_jsonl(OFFICIAL / "turns.jsonl") if not c["turn"].get("tool_calls") and c["thinking"]]
+    differs = 0
+    for case in cases:
+        record = {"messages": case["messages"], "tools": case["tools"], "response": case["turn"], "profile": "kimi-k2.5", "thinking": True}
+        assert sample_from_record({**record, **said}, TOK).prompt_ids == case["prompt_ids"]
+        differs += sample_from_record(record, TOK).prompt_ids != case["prompt_ids"]
+    assert differs  # without it the stock template drops the earlier reasoning: the request's word matters
