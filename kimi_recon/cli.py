@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._base.cli_common import quiet_broken_pipe, sigterm_as_interrupt
+from ._base.cli_common import shell_status, sigterm_as_interrupt
 from ._base.files import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
 from ._base.terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
@@ -264,14 +264,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
         examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
         progress=_progress(args),
     )
+    failures = _audit_failures(args, report)
+    thresholds = {"--min-exact": args.min_exact, "--min-benign": args.min_benign, "--max-errors": args.max_errors}
+    source = "the bundled sample" if args.sample else ("stdin" if is_stdio(args.input) else str(args.input))
+    # The report files first: a reader of stdout that goes away (``| head``) must not cost them.
+    write_reports(report, json_path=args.json, html_path=args.html, run=run_facts(source, failures, thresholds))
     # With --json - (or --html -), stdout carries that report alone and the readable summary goes to stderr.
     to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
     if not args.quiet:
         print(terminal_safe(report.summary(examples=args.examples)), file=sys.stderr if to_stdout else sys.stdout)
-    failures = _audit_failures(args, report)
-    thresholds = {"--min-exact": args.min_exact, "--min-benign": args.min_benign, "--max-errors": args.max_errors}
-    source = "the bundled sample" if args.sample else ("stdin" if is_stdio(args.input) else str(args.input))
-    write_reports(report, json_path=args.json, html_path=args.html, run=run_facts(source, failures, thresholds))
     for path in (args.json, args.html):
         if path is not None and not is_stdio(path):
             _info(args, f"wrote {path}")
@@ -578,12 +579,17 @@ def _count(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # ``kimi-recon reconstruct - | head``: a reader that has what it wanted ends the command quietly, 141
+    return shell_status(lambda: _run(argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with sigterm_as_interrupt():
             code: int = args.func(args)
-    except BrokenPipeError:  # ``kimi-recon reconstruct - | head``: the reader has what it wanted
-        return quiet_broken_pipe()
+    except BrokenPipeError:  # not an error of ours: shell_status ends the command quietly
+        raise
     except (KimiReconError, OSError) as err:
         print(terminal_safe(f"kimi-recon: error: {err}"), file=sys.stderr)
         return 2

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 @contextlib.contextmanager
@@ -44,3 +44,32 @@ def quiet_broken_pipe() -> int:
     except (OSError, ValueError):  # stdout is not a file descriptor (captured): nothing to flush there
         pass
     return BROKEN_PIPE_STATUS
+
+
+def shell_status(command: Callable[[], int]) -> int:
+    """Run ``command`` (argument parsing included) and return its exit status, ending as the shell tools do when
+    the reader of stdout goes away (``| head``, ``| true``): quietly, with :data:`BROKEN_PIPE_STATUS`.
+
+    The pipe can break anywhere: in a command's own writes, in argparse's ``--help``/``--version`` (which print and
+    exit inside ``parse_args``), or only when the interpreter flushes stdout at exit, where Python prints
+    "Exception ignored ... BrokenPipeError" and exits 120. So stdout is flushed here, before returning or exiting,
+    where a broken pipe is still ours to end quietly.
+    """
+    import sys
+
+    try:
+        try:
+            code = command()
+        except SystemExit:  # argparse printed help, a version or a usage error: its text must reach the reader now
+            _flush(sys.stdout)
+            raise
+        _flush(sys.stdout)
+        return code
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+
+
+def _flush(stream: object) -> None:
+    flush = getattr(stream, "flush", None)  # sys.stdout is None when the command started with stdout closed
+    if flush is not None:
+        flush()

@@ -82,13 +82,18 @@ def write_reports(
 ) -> None:
     """Write the JSON and/or HTML report, each replacing its file whole (``-`` is stdout); ``run``
     (:func:`run_facts`) is written in both as ``"run"``."""
+    outputs: list[tuple[str | os.PathLike[str], str]] = []
     if json_path is not None:
-        # A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot
-        # carry: written as a JSON escape it reads back as the same string.
-        text = SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(_with_run(report, run), ensure_ascii=False, indent=2))
-        with atomic_output(json_path, "--json") as f:
-            f.write(text + "\n")
+        outputs.append((json_path, "--json"))
     if html_path is not None:
-        page = report_html(report, run)
-        with atomic_output(html_path, "--html") as f:
-            f.write(page)
+        outputs.append((html_path, "--html"))
+    # Files first, stdout last: a reader of stdout that goes away (``| head``) must not cost the files.
+    for path, option in sorted(outputs, key=lambda output: is_stdio(output[0])):
+        if option == "--json":
+            # A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot
+            # carry: written as a JSON escape it reads back as the same string.
+            text = SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(_with_run(report, run), ensure_ascii=False, indent=2)) + "\n"
+        else:
+            text = report_html(report, run)
+        with atomic_output(path, option) as f:
+            f.write(text)

@@ -281,17 +281,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry point: ``python -m kimi_recon.openrouter generate PROMPTS -o OUT ...``."""
+    from .._base.cli_common import shell_status
+
+    return shell_status(lambda: _run(argv))  # a reader that goes away (``| head``) ends the command quietly
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    from .._base.cli_common import sigterm_as_interrupt
+
     parser = argparse.ArgumentParser(prog="kimi-recon", description="OpenRouter adapter of kimi-recon")
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(argv)
-    from .._base.cli_common import quiet_broken_pipe, sigterm_as_interrupt
-
     try:
         with sigterm_as_interrupt():  # a SIGTERM stops the run like Ctrl-C: rows written so far stay whole
             code: int = args.func(args)
-    except BrokenPipeError:  # ``... -o - | head``: the reader has what it wanted
-        return quiet_broken_pipe()
+    except BrokenPipeError:  # not an error of ours: shell_status ends the command quietly
+        raise
     except (KimiReconError, OSError) as err:
         print(terminal_safe(f"kimi-recon: error: {err}"), file=sys.stderr)
         return 2
