@@ -170,7 +170,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("output")
     g.add_argument("--tokenizer", default=None, help="tokenizer directory or Hub repo id (default: bundled K2.5)")
-    g.add_argument("--profile", default=None, help="chat format used to rebuild ids (default: the --model's, e.g. kimi-k3 for moonshotai/kimi-k3; else kimi-k2.5)")
+    g.add_argument("--profile", default=None, help="chat format used to rebuild ids (default: the --model's, e.g. kimi-k3 for moonshotai/kimi-k3; a --model that names none needs it)")
     g.add_argument("--prompt-ids", action="store_true", help="also write the prompt ids")
     g.add_argument("--training-sample", action="store_true", help="also write the training sample (input_ids, loss_mask); `kimi-recon export` turns the log into trainer rows")
     g.add_argument("--no-reconstruct", action="store_true", help="store responses only; rebuild ids later")
@@ -210,6 +210,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_generate)
 
 
+def _profile_of_model(model: str) -> str:
+    """The format of ``--model``'s answers when no ``--profile`` is given: the profile its id names, else a usage
+    error naming ``--model`` (before anything is sent): another maker's model is no Kimi model, and an id that names
+    none (a local server's own name) would have every row rebuilt as K2.5 without a word."""
+    from ..errors import InvalidInputError, preview
+    from ..profiles import other_model, profile_for_model
+
+    named = profile_for_model(model, default="")
+    if named:
+        return named
+    other = other_model(model)
+    why = f"names {other}, not a Kimi model" if other else "names no Kimi model kimi-recon knows (a server's own name?)"
+    raise InvalidInputError(f"{preview(model)} {why}: say the format of its answers with --profile (kimi-k2.5, kimi-k3, …)", field="--model")
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     """Run the command; returns the exit status (see EPILOG)."""
     try:
@@ -218,11 +233,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("kimi-recon generate needs the openrouter extra: pip install 'kimi-recon[openrouter]' (in a clone: pip install -e '.[openrouter]')", file=sys.stderr)
         return 2
     from .._batch.pool import progress_disabled_by_env
-    from ..profiles import profile_for_model
     from .client import BASE_URL_ENV, DEFAULT_BASE_URL, api_key_from_env
     from .generate import GenerateConfig, run_generate
     from .options import RequestOptions, provider_preferences, reasoning_settings
 
+    profile = args.profile if args.profile is not None else _profile_of_model(args.model)  # before anything is sent
     base_url = args.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
     api_key = api_key_from_env(base_url=base_url)  # a self-hosted server (--base-url) needs no key
     options = RequestOptions(
@@ -256,7 +271,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         max_retries=args.max_retries,
         reconstruct=not args.no_reconstruct,
-        profile=args.profile or profile_for_model(args.model),
+        profile=profile,
         tokenizer=args.tokenizer,
         prompt_ids=args.prompt_ids,
         training_sample=args.training_sample,

@@ -306,3 +306,22 @@ def test_encode_row_always_gives_one_utf8_line_that_reads_back_and_never_holds_t
         assert back["response"] == expected and back["output_ids"] == ids and back["status"] == "ok"
         has_lone = any(0xD800 <= ord(c) <= 0xDFFF for c in json.dumps(expected, ensure_ascii=False))
         assert ("lone_surrogate" in [f["code"] for f in back["flags"]]) == has_lone
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o", "my-vllm-name"])
+def test_a_model_id_that_names_no_kimi_format_needs_a_profile_before_anything_is_sent(
+    model: str, fake: FakeOpenRouter, tmp_path: Path, api_key: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``generate --model openai/gpt-4o`` (or a local server's own name) rebuilt every answer as K2.5 without a word
+    (issue 33): with no ``--profile`` it is a usage error naming ``--model``; with one, the caller said the format."""
+    monkeypatch.setenv("OPENROUTER_API_KEY", api_key)
+    prompts = write_prompts(tmp_path / "p.jsonl", [user_prompt("x", "a")])
+    out = tmp_path / "o.jsonl"
+    assert main(args_for(prompts, str(out), fake, "--model", model)) == 2
+    err = capsys.readouterr().err
+    assert "--model" in err and "--profile" in err and model in err
+    assert not fake.seen() and not out.exists()
+    # named, the format is the caller's word: the run goes on (and a dated slug needs no name)
+    for extra in (["--model", model, "--profile", "kimi-k2.5"], ["--model", "moonshotai/kimi-k2.5-0127"]):
+        main(args_for(prompts, str(out), fake, *extra))
+        assert "error: field '--model'" not in capsys.readouterr().err
