@@ -6,10 +6,11 @@ Heavy modules are imported inside each command, so ``--help`` is fast (this docs
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._base.cli_common import shell_status, sigterm_as_interrupt
 from ._base.files import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
@@ -18,7 +19,7 @@ from .errors import InputFileError, InvalidInputError, KimiReconError
 
 if TYPE_CHECKING:
     from ._batch.training_rows import WriteSummary
-    from .dataset import DatasetAudit
+    from .dataset import DatasetAudit, RecordResult
 
 
 def _tokenizer(args: argparse.Namespace) -> Any:
@@ -243,6 +244,30 @@ def _audit_failures(args: argparse.Namespace, report: DatasetAudit) -> list[str]
     return failures
 
 
+def _audit_thresholds(args: argparse.Namespace) -> dict[str, Any]:
+    """The rules the verdict was judged by, as in effect (see :func:`_audit_failures`): the options' values
+    (``--max-errors`` as applied: 0 unless --allow-errors or --sample; None means any number) and the two rules
+    every audit has."""
+    allow = args.allow_errors or (args.sample and args.max_errors is None)
+    return {
+        "--min-exact": args.min_exact,
+        "--min-benign": args.min_benign,
+        "--max-errors": None if allow else (args.max_errors or 0),
+        "at least one record compared": True,
+        "at least one record exact or benign": True,
+    }
+
+
+def _verdict_writer(out: TextIO) -> Callable[[RecordResult], None]:
+    """What writes each record's verdict to ``out`` as one JSON line (``audit --records``)."""
+    from ._batch.report_io import record_verdict
+
+    def write(result: RecordResult) -> None:
+        out.write(to_json_line(record_verdict(result)) + "\n")
+
+    return write
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from ._batch.report_io import run_facts, write_reports
     from .dataset import audit_dataset
@@ -251,29 +276,36 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.html_examples < 0:
         raise InvalidInputError(f"must be 0 or more, got {args.html_examples}", field="--html-examples")
     _check_options(args)
-    _check_files(args, [("--json", args.json), ("--html", args.html)])
-    report = audit_dataset(
-        args.input,
-        _tokenizer(args),
-        profile=args.profile,
-        thinking=False if args.no_thinking else None,
-        workers=args.workers,
-        executor=args.executor,
-        worst=args.html_examples,
-        server=args.server,
-        examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
-        progress=_progress(args),
-    )
+    _check_files(args, [("--json", args.json), ("--html", args.html), ("--records", args.records)])
+    with contextlib.ExitStack() as files:
+        # The verdicts are written as the records are read, never held: memory stays flat for any number of them.
+        # The file replaces its old self only when the audit ends (an error or Ctrl-C keeps the old one).
+        verdicts = None if args.records is None else _verdict_writer(files.enter_context(atomic_output(args.records, "--records")))
+        report = audit_dataset(
+            args.input,
+            _tokenizer(args),
+            profile=args.profile,
+            thinking=False if args.no_thinking else None,
+            workers=args.workers,
+            executor=args.executor,
+            worst=args.html_examples,
+            server=args.server,
+            examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
+            progress=_progress(args),
+            on_record=verdicts,
+        )
     failures = _audit_failures(args, report)
-    thresholds = {"--min-exact": args.min_exact, "--min-benign": args.min_benign, "--max-errors": args.max_errors}
     source = "the bundled sample" if args.sample else ("stdin" if is_stdio(args.input) else str(args.input))
+    run = run_facts(source, failures, _audit_thresholds(args))
+    if args.records is not None:
+        run["records"] = "stdout" if is_stdio(args.records) else str(args.records)
     # The report files first: a reader of stdout that goes away (``| head``) must not cost them.
-    write_reports(report, json_path=args.json, html_path=args.html, run=run_facts(source, failures, thresholds))
-    # With --json - (or --html -), stdout carries that report alone and the readable summary goes to stderr.
-    to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html))
+    write_reports(report, json_path=args.json, html_path=args.html, run=run)
+    # With --json - (or --html -, --records -), stdout carries that output alone and the readable summary goes to stderr.
+    to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html, args.records))
     if not args.quiet:
         print(terminal_safe(report.summary(examples=args.examples)), file=sys.stderr if to_stdout else sys.stdout)
-    for path in (args.json, args.html):
+    for path in (args.json, args.html, args.records):
         if path is not None and not is_stdio(path):
             _info(args, f"wrote {path}")
     for reason in failures:
@@ -508,6 +540,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="also write the full report as JSON to this file (- for stdout; the summary then goes to stderr)")
     p.add_argument("--html", help="also write the report as one self-contained HTML page to this file (- for stdout)")
     p.add_argument("--html-examples", type=int, default=20, metavar="N", help="worst records shown token by token in the HTML page (default 20)")
+    p.add_argument(
+        "--records",
+        metavar="FILE",
+        help="also write one verdict per record to this JSON Lines file, in input order (index, line, id, profile, kind, exact, "
+        "benign, first_diff, region, detail, source, flags, max_severity, error_field, error), streamed as the audit goes (- for stdout)",
+    )
     p.set_defaults(func=cmd_audit)
 
     p = with_format(with_tokenizer(_command(sub, "build-samples", "conversations + responses -> training rows for SpecForge / vLLM speculators", BUILD_SAMPLES_HELP)))

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +70,7 @@ from ._records.record import (
     turn_of_record,
 )
 from .compare import BENIGN_KINDS, EXACT, KINDS
-from .errors import InvalidInputError, InvalidRecordError, preview
+from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError, preview
 from .flags import max_severity, severity_of
 from .profiles import DEFAULT_PROFILE, get_profile
 from .servers import get_server
@@ -181,7 +181,7 @@ class DatasetAudit:
 
         think = "on" if self.thinking else "off"
         lines = [
-            f"kimi-recon audit: {self.total} records (profile {self.profile}, thinking {think} unless a record says otherwise)",
+            f"kimi-recon audit: {self.total} records ({self._profiles_text()}, thinking {think} unless a record says otherwise)",
             *self._profile_lines(),
             f"  compared {self.compared}, errors {self.error_count} ({_pct(self.error_rate)} of records)",
             f"  exact {self.exact_count}/{self.compared} = {_pct(self.exact_rate)}; "
@@ -220,10 +220,15 @@ class DatasetAudit:
             lines.append(f"  {self.elapsed:.2f} s, {self.records_per_second:.1f} records/s")
         return "\n".join(lines)
 
+    def _profiles_text(self) -> str:
+        """The profile the records were rebuilt with; the ones, with their counts, when not all used the same
+        (a file of K2.5 and K3 records is not "profile kimi-k2.5")."""
+        if len(self.profile_counts) > 1 or (self.profile_counts and self.profile not in self.profile_counts):
+            return "profiles " + ", ".join(f"{k} {v}" for k, v in sorted(self.profile_counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        return f"profile {self.profile}"
+
     def _profile_lines(self) -> list[str]:
         lines = []
-        if len(self.profile_counts) > 1 or (self.profile_counts and self.profile not in self.profile_counts):
-            lines.append("  profiles used: " + ", ".join(f"{k} {v}" for k, v in sorted(self.profile_counts.items())))
         for name, n in sorted(self.profile_hints.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"  PROFILE: {n} record(s) were written in the {name} format (model id or ids say so): rerun with --profile {name}")
         return lines
@@ -423,6 +428,7 @@ def audit_dataset(
     worst: int = DEFAULT_WORST,
     server: str | None = None,
     executor: Executor = "auto",
+    on_record: Callable[[RecordResult], None] | None = None,
 ) -> DatasetAudit:
     """Audit every record of a JSONL file (a ``str`` or path) or an iterable of records (see the module doc).
 
@@ -439,11 +445,17 @@ def audit_dataset(
     with its line number (JSONL) or index, and the others are processed. ``server`` names the server that
     produced the responses (:mod:`kimi_recon.servers`: what its parsers can lose, how it counts; a record's
     ``server`` field wins; None: what each response reveals, else unknown).
+
+    ``on_record`` is called with each record's :class:`RecordResult`, in input order, as the audit goes: the
+    per-record verdicts (``audit --records FILE`` writes them as JSON Lines) without holding them, so memory stays
+    flat however many records there are. An exception it raises stops the audit.
     """
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
         raise InvalidInputError(f"must be a non-negative integer, got {preview(examples)}", field="examples")
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise InvalidInputError(f"must be a positive integer, got {preview(chunk_size)}", field="chunk_size")
+    if on_record is not None and not callable(on_record):
+        raise InvalidInputTypeError(f"must be a function of one RecordResult, got {preview(on_record)}", field="on_record")
     if profile is not None:
         get_profile(profile)
     n = _worker_count(workers)
@@ -455,6 +467,8 @@ def audit_dataset(
     with _progress_bar(records, progress, "audit") as bar:
         for result in _stream(records, _audit_chunk, job, tok, n, chunk_size, runner=runner):
             tally.add(result)
+            if on_record is not None:
+                on_record(result)
             bar.update(1)
             if tally.total % 256 == 0 and not bar.disable:
                 bar.set_postfix(exact=_pct(tally.counts[EXACT] / max(1, tally.total - tally.error_count)), errors=tally.error_count)

@@ -215,7 +215,8 @@ def _run_line(report: Report) -> str:
         '<p class="verdict pass"><strong>PASS</strong>' if run.get("passed")
         else '<p class="verdict fail"><strong>FAIL</strong>: ' + "; ".join(esc(f) for f in failures)
     )
-    limits = ", ".join(f"{esc(str(k))} {esc(str(v))}" for k, v in (run.get("thresholds") or {}).items() if v is not None)
+    # an option with its value (``--min-exact 0.99``); a rule every audit has is its name (``True``)
+    limits = ", ".join(esc(str(k)) if v is True else f"{esc(str(k))} {esc(str(v))}" for k, v in (run.get("thresholds") or {}).items() if v is not None)
     facts = (
         f'<p class="muted small">input <code>{esc(str(run.get("input", "?")))}</code> · kimi-recon '
         f'{esc(str(run.get("kimi_recon_version", "?")))} · {esc(str(run.get("written_at", "?")))}'

@@ -12,6 +12,7 @@ from .._base.files import SURROGATE, atomic_output, is_device, is_stdio
 from ..errors import OutputFileError
 
 if TYPE_CHECKING:
+    from .._records.record import RecordResult
     from ..dataset import DatasetAudit
 
 
@@ -46,6 +47,22 @@ def report_html(report: DatasetAudit, run: Mapping[str, Any] | None = None) -> s
     from .report_html import render_html
 
     return render_html(json.loads(json.dumps(_with_run(report, run))))
+
+
+def _json_text(report: DatasetAudit, run: Mapping[str, Any] | None) -> str:
+    # A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot carry:
+    # written as a JSON escape it reads back as the same string.
+    text = json.dumps(_with_run(report, run), ensure_ascii=False, indent=2)
+    return SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+def record_verdict(result: RecordResult) -> dict[str, Any]:
+    """One record's verdict, a line of ``audit --records``: where it is (``index`` from 0, ``line`` in the file or
+    None, ``id``), the ``profile`` that rebuilt it, and :meth:`RecordResult.to_row`'s flat columns (``kind``,
+    ``exact``, ``benign``, ``first_diff``, ``region``, ``detail``, ``source``, ``flags``, ``max_severity``,
+    ``error_field``, ``error``): the same keys and types on every line, so ``jq``, pandas and ``datasets`` read it as
+    a table."""
+    return {"index": result.index, "line": result.line, "id": result.record_id, "profile": result.profile, **result.to_row(prefix="")}
 
 
 def _with_run(report: DatasetAudit, run: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -89,11 +106,6 @@ def write_reports(
         outputs.append((html_path, "--html"))
     # Files first, stdout last: a reader of stdout that goes away (``| head``) must not cost the files.
     for path, option in sorted(outputs, key=lambda output: is_stdio(output[0])):
-        if option == "--json":
-            # A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot
-            # carry: written as a JSON escape it reads back as the same string.
-            text = SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(_with_run(report, run), ensure_ascii=False, indent=2)) + "\n"
-        else:
-            text = report_html(report, run)
+        text = _json_text(report, run) if option == "--json" else report_html(report, run)
         with atomic_output(path, option) as f:
             f.write(text)
