@@ -36,7 +36,7 @@ def test_records_writes_one_verdict_per_record_in_input_order(tmp_path: Path) ->
     assert len(verdicts) == len(lines) == 37
     assert [v["index"] for v in verdicts] == list(range(37)) and [v["line"] for v in verdicts] == list(range(1, 38))
     assert all(list(v) == KEYS for v in verdicts)  # one table: the same keys, in one order, on every line
-    for verdict, line in zip(verdicts[:-1], lines[:-1]):
+    for verdict, line in zip(verdicts[:-1], lines[:-1], strict=True):
         assert verdict["id"] == json.loads(line)["id"] and verdict["profile"] == "kimi-k2.5"
         assert isinstance(verdict["first_diff"], int) and isinstance(verdict["flags"], str) and verdict["error"] == ""
     # the sample's last line is cut short on purpose: its verdict is the error, not a missing line
