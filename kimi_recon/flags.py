@@ -154,6 +154,8 @@ class FlagCode(str, enum.Enum):
     SERVER_RARE_LOSS = "server_rare_loss"
     SERVER_TOKEN_IDS_USED = "server_token_ids_used"
     SERVER_TOKEN_IDS_UNUSABLE = "server_token_ids_unusable"
+    SERVER_TOKEN_IDS_DISAGREE = "server_token_ids_disagree"
+    SERVER_TOKEN_IDS_WITH_PROMPT = "server_token_ids_with_prompt"
     THINK_END_OMITTED = "think_end_omitted"
     STOP_NOT_REBUILT = "stop_not_rebuilt"
 
@@ -206,8 +208,11 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.API_KEY_IN_TEXT: _L,  # the text was redacted
     FlagCode.SERVER_MAY_HAVE_LOST: _R,  # the server's parser can lose text on a turn of this shape
     FlagCode.SERVER_RARE_LOSS: _U,  # the same, where no count can tell and the model rarely writes the text at stake
-    FlagCode.SERVER_TOKEN_IDS_USED: _I,  # the ids the server generated, checked against the vocabulary
+    FlagCode.SERVER_TOKEN_IDS_USED: _I,  # the ids the server generated, checked against the message
     FlagCode.SERVER_TOKEN_IDS_UNUSABLE: _R,
+    # the server's ids and its message are two different turns: which one is this record's is unknown
+    FlagCode.SERVER_TOKEN_IDS_DISAGREE: _L,
+    FlagCode.SERVER_TOKEN_IDS_WITH_PROMPT: _R,  # the prompt's ids in front, no prompt known: the message's rendering kept
     FlagCode.STOP_NOT_REBUILT: _L,  # the server named an end (a stop string, [EOT]) the rebuild does not write
     FlagCode.THINK_END_OMITTED: _R,  # decided by usage.completion_tokens under the server's convention
 }

@@ -17,6 +17,7 @@ from ._base.arguments import bool_argument, choice_argument, instance_argument
 from ._base.reprs import ids_repr, text_repr
 from ._compare.ids import check_ids
 from ._profile_check import assumed_profile, model_mismatch
+from ._server_ids import disagreement, end_ids, open_at_end, prompt_head
 from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode, flags_to_json
 from .logprobs import LogprobsError, ids_from_logprobs
@@ -236,6 +237,9 @@ class _PendingTurn(NamedTuple):
     server: ServerProfile
     #: whether the caller or the record said the thinking mode (else it is on by default: flag thinking_assumed)
     thinking_stated: bool = True
+    #: the options the turn was rendered with (a server's ids are checked against the turn rendered otherwise)
+    call_index_offset: int = 0
+    stop: str | None = None
 
 
 def _rendered_for_ids(
@@ -264,7 +268,7 @@ def _rendered_for_ids(
         rendered = dataclasses.replace(rendered, flags=(*rendered.flags, stop_flag))
     if profile is None:
         rendered = _with_assumed_profile(rendered, turn.metadata.get("model"))
-    return _PendingTurn(turn, rendered, tok, prof, thinking, srv, stated)
+    return _PendingTurn(turn, rendered, tok, prof, thinking, srv, stated, call_index_offset, stop)
 
 
 def reasoning_flags(turn: AssistantTurn, prof: ChatProfile, thinking: bool, stated: bool, usage: object) -> list[Flag]:
@@ -380,7 +384,7 @@ def _encoded_together(pending: Sequence[_PendingTurn], per_segment_together: boo
 def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: bool = True, usage: Mapping[str, Any] | None = None) -> Reconstruction:
     """The second half of :func:`reconstruct_output_ids`: the reconstruction of a pending turn whose rendered
     text encodes to ``ids`` (the caller's: they may be replaced, never copied; None: encoded here, ``special_text="special"``)."""
-    turn, rendered, tok, prof, thinking, srv, stated = pending
+    turn, rendered, tok, prof, thinking, srv, stated = pending[:7]
     if ids is None:
         ids = _encode_checked(rendered, tok, "special", prof)
     model = turn.metadata.get("model")
@@ -393,10 +397,12 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
     source: Source = "rendered"
     covered = False  # whether the ids came from the server itself, whole
     if turn.metadata.get("server_token_ids") is not None:
-        from_server, flag = _ids_from_server(turn, ids, tok, prof)
-        flags.append(flag)
+        from_server, said = _ids_from_server(pending, ids)
         if from_server is not None:
+            # the ids are the server's, checked against the message: what the rendering could not know is moot
+            flags = [f for f in flags if f.code not in _MOOT_WITH_SERVER_IDS]
             ids, source, covered = from_server, "server_token_ids", True
+        flags.extend(said)
     if source == "rendered" and use_logprobs and turn.logprobs is not None:
         from_logprobs, why = _ids_via_logprobs(turn, rendered, ids, tok, prof)
         if from_logprobs is not None:
@@ -493,36 +499,131 @@ def _weigh_with_usage(
     return ids, text, every
 
 
-def _ids_from_server(turn: AssistantTurn, rendered_ids: list[int], tok: KimiTokenizer, prof: ChatProfile) -> tuple[list[int] | None, Flag]:
-    """The generated ids the server returned (checked against the vocabulary), or None and why not.
+#: Flags about the rendered ids that the server's own ids, once checked against the message, leave without object:
+#: the call ids, arguments, special-token text, reasoning and end the rebuild had to choose are what was generated.
+_MOOT_WITH_SERVER_IDS = frozenset(
+    {
+        FlagCode.REASONING_DROPPED,
+        FlagCode.SPECIAL_TEXT_IN_FIELD,
+        FlagCode.GENERATED_TOOL_CALL_ID,
+        FlagCode.FOREIGN_TOOL_CALL_ID,
+        FlagCode.REPLACED_TOOL_CALL_ID,
+        FlagCode.ARGUMENTS_NOT_JSON,
+        FlagCode.ARGUMENTS_NOT_OBJECT,
+        FlagCode.ARGUMENT_NUMBER_RESPELLED,
+        FlagCode.ARGUMENT_SPACING,
+        FlagCode.TRUNCATED_TOOL_CALLS,
+        FlagCode.LONE_SURROGATE,
+        FlagCode.THINKING_ASSUMED,
+        FlagCode.STOP_NOT_REBUILT,
+    }
+)
+#: The rendering flags that say the rendered call ids are the rebuild's guess (the message's were a server's).
+_IDS_GUESSED = frozenset({FlagCode.GENERATED_TOOL_CALL_ID, FlagCode.FOREIGN_TOOL_CALL_ID, FlagCode.REPLACED_TOOL_CALL_ID})
 
-    They are what the model generated even where the message lost text; where they differ from the rendered
-    turn the flag says at which index. A list without the stop token of a finished turn gets it appended
-    (some builds leave it out), said in the flag."""
+
+def _ids_from_server(pending: _PendingTurn, rendered_ids: list[int]) -> tuple[list[int] | None, list[Flag]]:
+    """The generated ids the server returned, once checked, or None; and the flags that say what was found.
+
+    Ids that are not token ids of the vocabulary are refused (:class:`~kimi_recon.errors.InvalidInputError` naming
+    the field). The prompt's ids in front are cut when the prompt is known (``server_prompt_token_ids``: the
+    response's ``prompt_token_ids``, or a record's ``prompt_ids``); a list that starts like a prompt is not used.
+    A missing stop token is appended only to a turn that stopped: not after another end token, not to a cut turn,
+    not when the server says a stop string ended it, not when the ids end inside an open tool-call structure (a cut
+    ``finish_reason`` hides: flagged ``truncated``). Then the ids are decoded and lined up with the message
+    (:func:`kimi_recon._server_ids.disagreement`): ids whose text the server's known losses do not turn into this
+    message are not used (``server_token_ids_disagree``, the rendered ids kept)."""
+    turn, rendered, tok, prof, srv = pending.turn, pending.rendered, pending.tokenizer, pending.profile, pending.server
     field = str(turn.metadata.get("server_token_ids_field", "token_ids"))
-    try:
-        got = check_ids(turn.metadata["server_token_ids"], tok, field)
-    except InvalidInputError as err:
-        return None, Flag(FlagCode.SERVER_TOKEN_IDS_UNUSABLE, f"{err.message}; the ids were rendered instead", field)
+    got = check_ids(turn.metadata["server_token_ids"], tok, field)
     if not got:
-        return None, Flag(FlagCode.SERVER_TOKEN_IDS_UNUSABLE, "the list is empty; the ids were rendered instead", field)
-    note = ""
+        return None, [Flag(FlagCode.SERVER_TOKEN_IDS_UNUSABLE, "the list is empty; the ids were rendered instead", field)]
+    notes: list[str] = []
+    prompt: list[int] = []
+    if turn.metadata.get("server_prompt_token_ids") is not None:
+        where = str(turn.metadata.get("server_prompt_token_ids_field", "prompt_token_ids"))
+        prompt = check_ids(turn.metadata["server_prompt_token_ids"], tok, where)
+    if prompt and len(got) > len(prompt) and got[: len(prompt)] == prompt:
+        got = got[len(prompt) :]
+        notes.append(f"the prompt's {len(prompt)} ids in front were cut")
+    head = prompt_head(got, tok, prof)
+    if head is not None:
+        known = "they are not the known prompt's" if prompt else "no prompt is known to cut"
+        return None, [Flag(
+            FlagCode.SERVER_TOKEN_IDS_WITH_PROMPT,
+            f"the list starts with {head}, which starts a prompt and never an assistant output: the prompt's ids are in "
+            f"front and {known} (pass the prompt ids: the response's prompt_token_ids or the record's prompt_ids); "
+            "the ids were rendered instead",
+            field,
+        )]
+    ends = end_ids(prof)
+    if turn.truncated and got[-1] in ends:
+        return None, [Flag(
+            FlagCode.SERVER_TOKEN_IDS_DISAGREE,
+            f"the message was cut at the length limit (finish_reason 'length') but the ids end on the end token "
+            f"{tok.decode([got[-1]])}, which a cut turn never generated: they are another turn's; the rendered ids were kept",
+            field,
+        )]
+    matched = turn.metadata.get("matched_stop")
+    stop_string = matched if isinstance(matched, str) else None
+    hidden_cut = None if turn.truncated else open_at_end(got, tok, prof)
+    cut = turn.truncated or hidden_cut is not None
     if (
-        not turn.truncated
+        not cut
+        and stop_string is None
         and field not in IDS_FIELDS_AS_GENERATED
-        and got[-1] != prof.stop_token_id
+        and got[-1] not in ends
         and rendered_ids
-        and rendered_ids[-1] == prof.stop_token_id
+        and rendered_ids[-1] in ends
     ):
-        got, note = [*got, prof.stop_token_id], f"; the stop token {prof.stop_token} was appended (the list ended without it)"
+        # the end the server says it stopped on (vLLM stop_reason, SGLang matched_stop), else the rendered turn's
+        end = matched if isinstance(matched, int) and not isinstance(matched, bool) and 0 <= matched < tok.vocab_size else rendered_ids[-1]
+        if got[-1] != end:
+            got = [*got, end]
+            notes.append(f"the stop token {tok.decode([end])} was appended (the list ended without it)")
+    said = "".join(f"; {n}" for n in notes)
     if got == rendered_ids:
-        return got, Flag(FlagCode.SERVER_TOKEN_IDS_USED, f"the server's generated ids, identical to the rendered turn{note}", field)
-    where = _first_diff(got, rendered_ids)
-    return got, Flag(
-        FlagCode.SERVER_TOKEN_IDS_USED,
-        f"the server's generated ids were used; the rendered message differs ({where}: the server's parser lost or changed text there){note}",
-        field,
+        return got, [Flag(FlagCode.SERVER_TOKEN_IDS_USED, f"the server's generated ids, identical to the rendered turn{said}", field)]
+    compared, compared_ids = rendered, rendered_ids
+    if turn.reasoning and rendered.has_flag(FlagCode.REASONING_DROPPED):
+        # the message's reasoning was left out of the rendering (thinking off); the server's ids may well hold it
+        compared = render_turn_with_flags(turn, prof, True, call_index_offset=pending.call_index_offset, stop=pending.stop)
+        compared_ids = _encode_checked(compared, tok, "special", prof)
+    why = disagreement(
+        got,
+        compared_ids,
+        compared,
+        tok,
+        prof,
+        srv,
+        thinking=pending.thinking or compared is not rendered,
+        cut=cut,
+        message_cut=turn.truncated,
+        stop_string=stop_string,
+        ids_guessed=any(f.code in _IDS_GUESSED for f in rendered.flags),
     )
+    if why is not None:
+        return None, [Flag(
+            FlagCode.SERVER_TOKEN_IDS_DISAGREE,
+            f"the server's ids decode to another text than the message: {why}, which no known loss of server "
+            f"{srv.name} explains (another choice's or record's ids, the prompt's in front, a turn without the "
+            "message's reasoning); they were not used, the rendered ids were kept",
+            field,
+        )]
+    out = [Flag(
+        FlagCode.SERVER_TOKEN_IDS_USED,
+        f"the server's generated ids were used; the rendered message differs ({_first_diff(got, rendered_ids)}), as "
+        f"server {srv.name}'s parsers are known to make it differ{said}",
+        field,
+    )]
+    if hidden_cut is not None:
+        out.append(Flag(
+            FlagCode.TRUNCATED,
+            f"the ids end inside {hidden_cut}: the turn was cut at the length limit though finish_reason says "
+            f"{turn.finish_reason!r}; no stop token was appended",
+            "finish_reason",
+        ))
+    return got, out
 
 
 def _ids_via_logprobs(

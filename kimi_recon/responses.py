@@ -522,20 +522,13 @@ def _turn_from_parts(
 
 
 #: Where servers return the ids they generated, per choice (vLLM ``return_token_ids``: ``token_ids``; SGLang
-#: ``return_token_ids``: ``response_token_ids``), and the prompt ids beside them.
+#: ``return_token_ids``: ``response_token_ids``).
 _CHOICE_OUTPUT_IDS = ("token_ids", "response_token_ids")
-_PROMPT_IDS = ("prompt_token_ids",)
-
-
-def _id_list(value: object) -> list[int] | None:
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return list(value)
-    return None
 
 
 def _server_ids(resp: Mapping[str, Any], ch: Mapping[str, Any], where: str | None) -> dict[str, Any]:
     """The generated (and prompt) ids a server returned with the choice, and where they were found:
-    ``metadata["server_token_ids"]``/``["server_token_ids_field"]``, ``["server_prompt_token_ids"]``.
+    ``metadata["server_token_ids"]``/``["server_token_ids_field"]``, ``["server_prompt_token_ids"]``/``["…_field"]``.
 
     vLLM writes ``choices[i].token_ids`` and ``prompt_token_ids`` (on the response); SGLang
     ``choices[i].response_token_ids`` and ``choices[i].prompt_token_ids``, or, asked through ``sglext``,
@@ -563,13 +556,14 @@ def _server_ids(resp: Mapping[str, Any], ch: Mapping[str, Any], where: str | Non
             tokens = verbose.get("tokens") if isinstance(verbose, Mapping) else None
             if tokens:
                 out["server_token_ids"], out["server_token_ids_field"] = tokens, "__verbose.tokens"
-    for holder in (ch, resp):
-        prompt = holder.get("prompt_token_ids")
+    for holder, at in ((ch, where), (resp, None)):
+        prompt, name = holder.get("prompt_token_ids"), "prompt_token_ids"
         ext = holder.get("sglext")
         if prompt is None and isinstance(ext, Mapping):
-            prompt = ext.get("input_ids")
-        if _id_list(prompt) is not None:
-            out["server_prompt_token_ids"] = prompt
+            prompt, name = ext.get("input_ids"), "sglext.input_ids"
+        if isinstance(prompt, list) and prompt and not isinstance(prompt[0], list):
+            # (kept as found: the rebuild refuses ids that are not token ids, naming this field)
+            out["server_prompt_token_ids"], out["server_prompt_token_ids_field"] = prompt, _at(at, name) or name
             break
     return out
 

@@ -174,13 +174,16 @@ def test_the_servers_generated_ids_are_used_and_the_loss_located(tok: KimiTokeni
     assert FlagCode.SERVER_MAY_HAVE_LOST not in _codes(result.flags)
 
 
-def test_server_ids_without_the_stop_token_get_it_and_bad_ids_fall_back_flagged(tok: KimiTokenizer) -> None:
+def test_server_ids_without_the_stop_token_get_it_and_bad_ids_are_refused_by_name(tok: KimiTokenizer) -> None:
     truth = tok.encode("Hm.</think>Hi<|im_end|>")
     message = {"reasoning_content": "Hm.", "content": "Hi"}
     result = reconstruct_output_ids(turn_from_response(_response(message, finish="stop", token_ids=truth[:-1])), tok)
     assert result.ids == truth and "appended" in result.flags[0].message
-    bad = reconstruct_output_ids(turn_from_response(_response(message, finish="stop", token_ids=[10**9])), tok)
-    assert bad.source == "rendered" and bad.flags[0].code is FlagCode.SERVER_TOKEN_IDS_UNUSABLE
+    with pytest.raises(InvalidInputError, match="outside the vocabulary") as err:  # (it was rendered, flagged unusable)
+        reconstruct_output_ids(turn_from_response(_response(message, finish="stop", token_ids=[10**9])), tok)
+    assert err.value.field == "choices[0].token_ids"
+    empty = reconstruct_output_ids(turn_from_response(_response(message, finish="stop", token_ids=[])), tok)
+    assert empty.source == "rendered" and empty.flags[0].code is FlagCode.SERVER_TOKEN_IDS_UNUSABLE
 
 
 # -- tool-call ids (issue 21) ------------------------------------------------------------------------

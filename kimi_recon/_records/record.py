@@ -392,6 +392,8 @@ def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None,
     """The record's turn, read and rendered with the record's options, waiting for its ids."""
     field, response = response_of(rec)
     turn = _turn_of_response(rec, field, response)
+    if "server_token_ids" in turn.metadata and "server_prompt_token_ids" not in turn.metadata:
+        turn = _with_record_prompt(rec, turn)
     model = turn.metadata.get("model")
     prof, think, offset = _options(rec, profile, True if thinking is None else thinking, model)
     # the mode is stated when the call or the record (or its request) says it; else it is on by default, and a
@@ -408,6 +410,16 @@ def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None,
     if profile is None and rec.get("profile") is None:  # the format came from the model id, or was assumed
         pending = pending._replace(rendered=_with_assumed_profile(pending.rendered, model if model is not None else rec.get("model")))
     return pending
+
+
+def _with_record_prompt(rec: Mapping[str, Any], turn: AssistantTurn) -> AssistantTurn:
+    """The turn with the record's own prompt ids (``prompt_ids``, ``prompt_token_ids``) beside the server's output
+    ids, so that a list with the prompt in front is cut (the response carried no prompt ids of its own)."""
+    for key in ("prompt_ids", "prompt_token_ids"):
+        if rec.get(key) is not None:
+            meta = {**turn.metadata, "server_prompt_token_ids": rec[key], "server_prompt_token_ids_field": key}
+            return dataclasses.replace(turn, metadata=meta)
+    return turn
 
 
 def _checked_usage(rec: Mapping[str, Any], turn: AssistantTurn) -> Mapping[str, Any] | None:
