@@ -26,7 +26,7 @@ from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_rendered_together, encode_segments, marker_ids, surrogate_flags
-from .servers import IDS_FIELDS_AS_GENERATED, ServerProfile, get_server, losses_of_shape, server_losses
+from .servers import IDS_FIELDS_AS_GENERATED, ServerProfile, get_server, losses_of_shape, named_or_detected, server_losses
 from .tokenizer import KimiTokenizer, checked_tokenizer, tokenizer_for_profile
 from .usage_check import Convention, reported_counts
 
@@ -259,7 +259,7 @@ def _rendered_for_ids(
     thinking = True if thinking is None else thinking
     prof = profile_or_model(profile, turn.metadata.get("model"))
     tok = tokenizer_for_profile(tokenizer, prof)
-    srv = get_server(server if server is not None else turn.metadata.get("server_detected"))
+    srv = named_or_detected(server, turn.metadata.get("server_detected"))
     stop_flag = None
     if stop is None and "matched_stop" in turn.metadata:
         stop, stop_flag = _stop_the_server_saw(turn.metadata["matched_stop"], prof)

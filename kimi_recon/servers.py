@@ -524,15 +524,52 @@ def _loss_flag(server: str, name: str, fields: tuple[str, ...]) -> Flag:
 
 
 def server_of(record: Mapping[str, Any] | None, response: object, server: str | ServerProfile | None) -> ServerProfile:
-    """The server a record names (its ``server`` field wins over the argument), else what the response reveals
-    when the argument names none, else the argument's (:data:`UNKNOWN` for None)."""
+    """The server a record names (its ``server`` field wins over the argument), else the argument's; a name
+    kimi-recon has not measured (None, ``"unknown"``, an OpenRouter provider) takes what the response reveals
+    (:func:`named_or_detected`)."""
     named = record.get("server") if isinstance(record, Mapping) else None
     if named is not None:
         if not isinstance(named, str):
             raise InvalidInputError(f"must be a server name, got {type(named).__name__}", field="server")
-        return get_server(named)
-    if server is None:
-        found = detect_server(response)
-        if found is not None:
-            return get_server(found)
-    return get_server(server)
+        server = named
+    prof = get_server(server)
+    if not _reveals_more(prof):
+        return prof
+    found = detect_server(response)
+    return prof if found is None else _behind(prof, found)
+
+
+def named_or_detected(server: str | ServerProfile | None, detected: str | None) -> ServerProfile:
+    """The profile of ``server``; when it names no build kimi-recon has measured (None, ``"unknown"``, a provider
+    such as ``"Together"``) and the response revealed a family (``detected``, :func:`detect_server`'s), that
+    family's: the response is evidence of the parsers it went through, whatever the name. A provider's name is
+    kept (the record, the report and the per-provider usage table show it).
+
+    >>> prof = named_or_detected("Together", "sglang*")
+    >>> prof.name, prof.loses("calls_dropped")
+    ('Together', True)
+    """
+    prof = get_server(server)
+    if detected is None or not _reveals_more(prof):
+        return prof
+    return _behind(prof, detected)
+
+
+def _reveals_more(prof: ServerProfile) -> bool:
+    """True when ``prof`` is an unknown server (unnamed, or a name kimi-recon has not measured), whose response may
+    show the family it is."""
+    return prof is UNKNOWN or (prof.losses is UNKNOWN.losses and prof is _unknown_named(prof.name))
+
+
+@functools.lru_cache(maxsize=256)
+def _behind(prof: ServerProfile, detected: str) -> ServerProfile:
+    family = get_server(detected)
+    if prof is UNKNOWN:
+        return family
+    return ServerProfile(
+        prof.name,
+        f"{prof.name}: not measured, its response shows {family.name}: {family.description}",
+        family.losses,
+        family.completion_conventions,
+        family.token_ids_fields,
+    )

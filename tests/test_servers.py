@@ -76,6 +76,25 @@ def test_a_provider_name_is_kept_in_the_reconstruction(tok: KimiTokenizer) -> No
     assert reconstruct_output_ids(turn, tok, server="Together").server == "Together"
 
 
+@pytest.mark.parametrize("name", [None, "unknown", "Together", "Moonshot AI"])
+def test_an_unmeasured_name_takes_the_family_the_response_reveals_and_keeps_its_name(name: str | None) -> None:
+    """SGLang dropped the whole call of this answer (its blank arguments): the response's ``matched_stop`` shows
+    SGLang, whose parser does that, whatever provider name the user gave (it was left unflagged under a name)."""
+    from servers_measure import load_rows
+
+    rows = [r for r in load_rows() if r["server"] == "sglang==0.5.23" and r["loss"] == "blank_args" and r["response"] is not None]
+    assert rows
+    for row in rows:
+        turn = turn_from_response(row["response"])
+        assert not turn.tool_calls  # (the call is gone from the message)
+        result = reconstruct_output_ids(turn, profile=row["profile"], thinking=row["thinking"], server=name)
+        assert list(result.ids) != row["output_ids"]
+        assert any(f.severity > Severity.INFO for f in result.flags), row["case_id"]
+        assert result.server == (name if name not in (None, "unknown") else "sglang*")
+    assert servers.named_or_detected("Together", None) is get_server("Together")
+    assert servers.named_or_detected("vllm==0.33.0", "sglang*") is SERVERS["vllm==0.33.0"]  # a measured build wins
+
+
 def test_a_response_reveals_its_server_only_where_a_field_or_id_style_is_its_own() -> None:
     assert detect_server(_response({"content": "x"}, matched_stop=163586)) == "sglang*"
     assert detect_server(_response({"content": "x"}, response_token_ids=[1])) == "sglang*"

@@ -415,9 +415,9 @@ def _with_usage_check(rebuilt: Rebuilt, outcome: _Outcome, turn: AssistantTurn, 
     if prompt_len is None and outcome.prompt_len_error is not None:
         message = f"the prompt could not be rendered to check usage.{PROMPT}: {outcome.prompt_len_error}"
         flags += (Flag(FlagCode.PROMPT_TOKENS_UNCHECKED, message, f"usage.{PROMPT}"),)
-    from ..servers import get_server
+    from ..servers import named_or_detected
 
-    pinned = get_server(server if server is not None else turn.metadata.get("server_detected")).completion_conventions
+    pinned = named_or_detected(server, turn.metadata.get("server_detected")).completion_conventions
     counts = check_with_profile(
         usage,
         rebuilt.output_ids,
