@@ -177,6 +177,20 @@ def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: 
             "drop them with --drop-severity loss, or fix what the flags name (see max_severity and flags in the rows)",
             file=sys.stderr,
         )
+    if summary.over_length:
+        limit = args.max_length
+        if summary.over_length_dropped:
+            said = f"left out {summary.over_length_dropped} of them (--drop-over-length; in the errors file)"
+        else:
+            said = "flagged over_max_length; SpecForge (data.max_length) and vLLM speculators (--seq-length) cut such rows without an error"
+        print(
+            terminal_safe(
+                f"{command}: {summary.over_length} record(s) longer than --max-length {limit:,} ids, the longest {summary.longest_over:,}: {said}. "
+                f"Set the trainer's limit to at least {summary.longest_over:,}"
+                + ("" if summary.over_length_dropped else ", or leave them out with --drop-over-length")
+            ),
+            file=sys.stderr,
+        )
     if summary.rows and not summary.usable:
         print(f"FAIL: {command}: no usable row: every one of the {summary.rows} rows carries a loss flag", file=sys.stderr)
         return 1
@@ -184,10 +198,13 @@ def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: 
 
 
 def cmd_build_samples(args: argparse.Namespace) -> int:
-    from ._batch.training_rows import build_samples, write_training_rows
+    from ._batch.training_rows import build_samples, check_parquet_writer, write_training_rows
 
     _check_options(args)
+    if args.drop_over_length and args.max_length is None:
+        raise InvalidInputError("needs --max-length N: the length over which rows are left out", field="--drop-over-length")
     _check_files(args, _training_outputs(args))
+    check_parquet_writer(args.output)
     template = None
     if args.chat_template is not None:
         check_input(args.chat_template, "--chat-template")
@@ -205,15 +222,18 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
         progress=_progress(args),
         drop_severity=args.drop_severity,
         server=args.server,
+        max_length=args.max_length,
+        drop_over_length=args.drop_over_length,
     )
     return _training_summary(args, write_training_rows(results, args.output, args.errors), "build-samples")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ._batch.training_rows import write_training_rows
+    from ._batch.training_rows import check_parquet_writer, write_training_rows
     from .openrouter.export import export_rows
 
     _check_files(args, _training_outputs(args))
+    check_parquet_writer(args.output)
     results = export_rows(
         args.input, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated, tokenizer=_tokenizer(args)
     )
@@ -550,9 +570,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = with_format(with_tokenizer(_command(sub, "build-samples", "conversations + responses -> training rows for SpecForge / vLLM speculators", BUILD_SAMPLES_HELP)))
     p.add_argument("input", help="JSONL file (.gz, .zst too), or - for stdin")
-    p.add_argument("-o", "--output", default="-", help="training rows JSONL, replaced only once complete; - for stdout (default)")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="-",
+        help="training rows JSONL, or Parquet when the name ends in .parquet (needs pyarrow: the parquet extra); replaced only once complete; - for stdout (default)",
+    )
     p.add_argument("--errors", default=None, help="failed records JSONL (default: OUTPUT.errors.jsonl; stderr with -o - or a device such as /dev/null)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
+    p.add_argument(
+        "--max-length",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="flag rows of more than N ids over_max_length and count them on stderr: SpecForge (data.max_length, default 2048) "
+        "and vLLM speculators (--seq-length, default 8192) cut longer rows without an error; give the trainer's limit",
+    )
+    p.add_argument("--drop-over-length", action="store_true", help="send the records over --max-length to the errors file instead (counted on stderr)")
     p.add_argument(
         "--chat-template",
         metavar="FILE",
@@ -571,7 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "export", "a generate log -> training rows (needs rows written with generate --training-sample)", EXPORT_HELP)
     p.add_argument("input", metavar="LOG", help="the JSONL that generate wrote, or - for stdin")
-    p.add_argument("-o", "--output", default="-", help="training rows JSONL (default: stdout)")
+    p.add_argument("-o", "--output", default="-", help="training rows JSONL, or Parquet when the name ends in .parquet (the parquet extra); default: stdout")
     p.add_argument("--errors", default=None, help="skipped prompts JSONL (default: OUTPUT.errors.jsonl; stderr with -o - or a device)")
     p.add_argument("--skip-flagged", action="store_true", help="send rows with any flag to the errors file")
     p.add_argument("--skip-truncated", action="store_true", help="send rows whose turn was cut (finish_reason length) to the errors file")
@@ -613,6 +647,17 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    """A whole number, 1 or more (argparse exits 2 with this message otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}")
     return value
 
 

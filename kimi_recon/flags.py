@@ -158,6 +158,8 @@ class FlagCode(str, enum.Enum):
     SERVER_TOKEN_IDS_WITH_PROMPT = "server_token_ids_with_prompt"
     THINK_END_OMITTED = "think_end_omitted"
     STOP_NOT_REBUILT = "stop_not_rebuilt"
+    # a trainer's length limit (kimi_recon._batch.training_rows, build-samples --max-length)
+    OVER_MAX_LENGTH = "over_max_length"
 
     def __str__(self) -> str:  # the value, not "FlagCode.TRUNCATED", in messages on every Python version
         return self.value
@@ -215,6 +217,7 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.SERVER_TOKEN_IDS_WITH_PROMPT: _R,  # the prompt's ids in front, no prompt known: the message's rendering kept
     FlagCode.STOP_NOT_REBUILT: _L,  # the server named an end (a stop string, [EOT]) the rebuild does not write
     FlagCode.THINK_END_OMITTED: _R,  # decided by usage.completion_tokens under the server's convention
+    FlagCode.OVER_MAX_LENGTH: _I,  # the ids are the model's; a trainer with that limit cuts them without a word
 }
 
 

@@ -362,6 +362,22 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
         with _stdout_text() as out:
             yield out
         return
+    with _replaced(path, field, binary=False) as f:
+        yield f
+
+
+@contextlib.contextmanager
+def atomic_binary_output(path: PathArg, field: str = "output") -> Iterator[BinaryIO]:
+    """:func:`atomic_output` for bytes (a Parquet file): the same temporary file renamed into place at the end.
+    ``-`` is refused (a binary file is no output for a terminal or a line reader)."""
+    if is_stdio(path):
+        raise OutputFileError("must be a file for binary output, not - (stdout)", field=field)
+    with _replaced(path, field, binary=True) as f:
+        yield f
+
+
+@contextlib.contextmanager
+def _replaced(path: PathArg, field: str, *, binary: bool) -> Iterator[Any]:
     target = os.path.realpath(os.fspath(path))
     try:
         st: os.stat_result | None = os.stat(target)
@@ -369,8 +385,10 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
         st = None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise OutputFileError(f"{os.fspath(path)} is a directory", field=field)
+    text: dict[str, Any] = {} if binary else {"encoding": "utf-8", "errors": _ERRORS, "newline": "\n"}
+    mode = "wb" if binary else "w"
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(target, "w", encoding="utf-8", errors=_ERRORS, newline="\n") as f:
+        with open(target, mode, **text) as f:
             yield f
         return
     folder = os.path.dirname(target)
@@ -380,7 +398,7 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=_partial_prefix(target), suffix=".partial")
     try:
         os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", errors=_ERRORS, newline="\n") as f:
+        with os.fdopen(fd, mode, **text) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

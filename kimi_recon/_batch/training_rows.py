@@ -19,17 +19,19 @@ stop at it or skip it silently.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import logging
+import os
 import sys
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TextIO
+from typing import Any, BinaryIO, Literal, TextIO
 
-from .._base.arguments import choice_argument
-from .._base.files import to_json_line
+from .._base.arguments import choice_argument, int_argument
+from .._base.files import SURROGATE, to_json_line
 from .._base.terminal import terminal_safe
 from .._records.arrow import arrow_value, check_batch, plain
 from .._records.record import (
@@ -43,8 +45,8 @@ from .._records.record import (
     record_error,
     record_id,
 )
-from ..errors import InvalidInputError
-from ..flags import Severity, flag_codes_text, flags_at_least, max_severity, severity_argument
+from ..errors import InvalidInputError, OutputFileError
+from ..flags import Flag, FlagCode, Severity, flag_codes_text, flags_at_least, max_severity, severity_argument
 from ..profiles import get_profile
 from ..record_options import arrow_tools
 from ..tokenizer import KimiTokenizer
@@ -74,16 +76,21 @@ BATCH_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "error")
 _JSON_KEYS: tuple[str, ...] = ("messages", *RESPONSE_KEYS)
 
 
-def row_of_sample(sample: TrainingSample, row_id: str | None, drop_severity: Severity | str | None = None) -> dict[str, Any]:
+def row_of_sample(
+    sample: TrainingSample, row_id: str | None, drop_severity: Severity | str | None = None, max_length: int | None = None
+) -> dict[str, Any]:
     """The training row of a sample; raises when it has nothing to train on (the trainers would drop it), or
-    when ``drop_severity`` is given and a flag is at or above it (the row is refused, never left out silently)."""
+    when ``drop_severity`` is given and a flag is at or above it (the row is refused, never left out silently).
+    A row longer than ``max_length`` ids is flagged ``over_max_length`` (:func:`over_length_flag`)."""
     if not sample.output_ids:
         raise InvalidInputError(
             "gives no output token, so the row would have nothing to train on (loss_mask all 0)", field="response"
         )
+    over = over_length_flag(len(sample.input_ids), sample.prompt_len, max_length)
+    flags = sample.flags if over is None else (*sample.flags, over)
     if drop_severity is not None:
         floor = severity_argument(drop_severity, "drop_severity")
-        dropping = flags_at_least(sample.flags, floor)
+        dropping = flags_at_least(flags, floor)
         if dropping:
             codes = ", ".join(sorted({f"{f.code.value} ({f.severity.value})" for f in dropping}))
             raise InvalidInputError(f"is flagged {codes}, at or above the dropped severity {floor.value!r}", field="flags")
@@ -92,10 +99,36 @@ def row_of_sample(sample: TrainingSample, row_id: str | None, drop_severity: Sev
         "input_ids": sample.input_ids,
         "loss_mask": sample.loss_mask,
         "prompt_len": sample.prompt_len,
-        "flags": flag_codes_text(sample.flags),
-        "max_severity": max_severity(sample.flags),
+        "flags": flag_codes_text(flags),
+        "max_severity": max_severity(flags),
         "token_counts": json.dumps(sample.token_counts.to_dict()) if sample.token_counts is not None else "",
     }
+
+
+def over_length_flag(length: int, prompt_len: int, max_length: int | None) -> Flag | None:
+    """The ``over_max_length`` flag of a row of ``length`` ids (the first ``prompt_len`` the prompt) when it is
+    longer than ``max_length``, else None. The ids are right; what the flag warns of is the trainer's cut:
+    SpecForge keeps ``input_ids[:max_length]`` of a pre-tokenized row and vLLM speculators clips to
+    ``--seq-length``, neither with an error, and both skip a row with no trained-on id left."""
+    if max_length is None or length <= max_length:
+        return None
+    output = length - prompt_len
+    kept = max(0, max_length - prompt_len)
+    what = (
+        f"{kept:,} of its {output:,} output ids are trained on"
+        if kept
+        else f"the prompt alone ({prompt_len:,} ids) fills it, so no output id is left and the trainer skips the row without a word"
+    )
+    return Flag(
+        FlagCode.OVER_MAX_LENGTH,
+        f"{length:,} ids, over the max length {max_length:,}: SpecForge (data.max_length) and vLLM speculators "
+        f"(--seq-length) keep the first {max_length:,} without an error; {what}",
+        "input_ids",
+    )
+
+
+def _max_length(max_length: int | None) -> int | None:
+    return None if max_length is None else int_argument(max_length, "max_length", minimum=1)
 
 
 def training_row(
@@ -107,16 +140,19 @@ def training_row(
     template: str | None = None,
     drop_severity: Severity | str | None = None,
     server: str | None = None,
+    max_length: int | None = None,
 ) -> dict[str, Any]:
     """One record's training row (see the module doc); raises :class:`InvalidInputError` naming the field and id.
 
     ``template`` replaces the profile's chat template for the prompt (see :func:`~kimi_recon.training.sample_from_record`).
-    ``drop_severity`` (e.g. ``"loss"``) refuses a record with a flag at or above it (field ``flags``)."""
+    ``drop_severity`` (e.g. ``"loss"``) refuses a record with a flag at or above it (field ``flags``).
+    ``max_length`` flags a row of more ids ``over_max_length`` (the trainers' silent cut; docs/pitfalls.md)."""
+    limit = _max_length(max_length)
     tok = get_tokenizer(tokenizer)
     sample = sample_from_record(record, tok, profile=profile, thinking=thinking, template=template, server=server)
     rid = record_id(record)
     try:
-        return row_of_sample(sample, rid, drop_severity)
+        return row_of_sample(sample, rid, drop_severity, limit)
     except InvalidInputError as err:
         raise err.with_sample(rid) from None
 
@@ -130,6 +166,8 @@ class SampleResult:
     record_id: str | None
     row: dict[str, Any] | None = None
     error: RecordError | None = None
+    #: the row's number of ids when it is over the ``max_length`` asked for (flagged, or left out), else 0
+    over_length: int = 0
 
     def error_row(self) -> dict[str, Any]:
         """The line written to the errors file: where the record is, its id, the field and the reason."""
@@ -160,18 +198,29 @@ def sample_result(
     line: int | None = None,
     drop_severity: Severity | str | None = None,
     server: str | None = None,
+    max_length: int | None = None,
+    drop_over_length: bool = False,
 ) -> SampleResult:
-    """:func:`training_row` that never raises: a record's failure (of any kind) is a result with an error."""
+    """:func:`training_row` that never raises: a record's failure (of any kind) is a result with an error.
+    ``drop_over_length`` makes a row over ``max_length`` such a failure (field ``input_ids``)."""
     rid: str | None = None
     try:
         rec = _as_record(record, line)
         rid = record_id(rec)
-        row = training_row(rec, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server)
+        row = training_row(
+            rec, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server, max_length=max_length
+        )
     except Exception as err:  # noqa: BLE001 - a record's failure is data, not a crash
         return _failure(index, line, rid, err)
+    over = len(row["input_ids"]) if max_length is not None and len(row["input_ids"]) > max_length else 0
+    if over and drop_over_length:
+        where = f"{over:,} ids (prompt {row['prompt_len']:,} + output {over - row['prompt_len']:,})"
+        too_long = InvalidInputError(f"has {where}, over the max length {max_length:,}: left out as asked (drop over length)", field="input_ids")
+        failed = _failure(index, line, rid, too_long)
+        return dataclasses.replace(failed, over_length=over)
     if row["id"] is None:
         row["id"] = f"line-{line}" if line is not None else f"record-{index}"
-    return SampleResult(index, line, rid, row)
+    return SampleResult(index, line, rid, row, over_length=over)
 
 
 def _sample_chunk(
@@ -181,11 +230,23 @@ def _sample_chunk(
     *,
     template: str | None = None,
     drop_severity: str | None = None,
+    max_length: int | None = None,
+    drop_over_length: bool = False,
 ) -> list[SampleResult]:
     tok = tokenizer if tokenizer is not None else get_tokenizer(job.tokenizer)
     return [
         sample_result(
-            rec, tok, profile=job.profile, thinking=job.thinking, template=template, index=i, line=line, drop_severity=drop_severity, server=job.server
+            rec,
+            tok,
+            profile=job.profile,
+            thinking=job.thinking,
+            template=template,
+            index=i,
+            line=line,
+            drop_severity=drop_severity,
+            server=job.server,
+            max_length=max_length,
+            drop_over_length=drop_over_length,
         )
         for i, line, rec in items
     ]
@@ -203,13 +264,20 @@ def build_samples(
     progress: bool | None = False,
     drop_severity: Severity | str | None = None,
     server: str | None = None,
+    max_length: int | None = None,
+    drop_over_length: bool = False,
 ) -> Generator[SampleResult, None, None]:
     """A :class:`SampleResult` for every record of a JSONL path or an iterable, lazily and in input order.
 
     ``workers`` > 1 (None or 0: all cores) spreads chunks of ``chunk_size`` records over a process pool
     with the tokenizer loaded once per worker; the results are the same as with one worker.
     ``drop_severity`` makes a record flagged at or above it a failure (see :func:`training_row`).
+    ``max_length`` flags every row of more ids ``over_max_length`` (its result's ``over_length`` says how many);
+    with ``drop_over_length`` such a record is a failure instead (field ``input_ids``), never left out silently.
     """
+    limit = _max_length(max_length)
+    if drop_over_length and limit is None:
+        raise InvalidInputError("needs a max_length to drop rows over", field="drop_over_length")
     if profile is not None:
         get_profile(profile)
     drop = None if drop_severity is None else severity_argument(drop_severity, "drop_severity").value
@@ -221,7 +289,8 @@ def build_samples(
         get_server(server)  # a typo fails the call, not every record
     job = _Job(source, profile, thinking, True, server)
     with _progress_bar(records, progress, "build-samples") as bar:
-        work = functools.partial(_sample_chunk, template=template, drop_severity=drop)  # picklable: a module function and strings
+        # picklable: a module function, strings and numbers
+        work = functools.partial(_sample_chunk, template=template, drop_severity=drop, max_length=limit, drop_over_length=bool(drop_over_length))
         for result in _stream(records, work, job, tok, n, chunk_size, slim=False):
             bar.update(1)
             yield result
@@ -267,6 +336,7 @@ def sample_batch(
     server: str | None = None,
     error_rows: Literal["keep", "omit"] = "keep",
     indices: Sequence[int] | None = None,
+    max_length: int | None = None,
 ) -> dict[str, list[Any]]:
     """Training rows for a batch of records, column-wise: the columns of :data:`BATCH_COLUMNS`.
 
@@ -294,12 +364,15 @@ def sample_batch(
     ``drop_severity`` (e.g. ``"loss"``) makes a record flagged at or above it such an error row, its
     ``error`` naming the flags.
 
+    ``max_length`` flags a row of more ids ``over_max_length`` (see :func:`training_row`).
+
     ``error_rows="omit"`` leaves the failed records out of the result instead (the batch comes back
     shorter; in ``datasets`` this needs ``remove_columns=ds.column_names``) and logs each one, its id and
     why, as a warning on the ``kimi_recon`` logger: the written file then loads in SpecForge as it is,
     which refuses a whole file for one empty row.
     """
     choice_argument(error_rows, "error_rows", ("keep", "omit"))
+    limit = _max_length(max_length)
     columns, n = check_batch(batch)
     tokenizer, indices = batch_indices(tokenizer, indices, n)
     tok = get_tokenizer(tokenizer)
@@ -308,7 +381,9 @@ def sample_batch(
         rid = record_id({"id": plain(batch["id"][i])}) if "id" in batch else None
         try:
             record = batch_record(batch, columns, i)
-            row = training_row(record, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server)
+            row = training_row(
+                record, tok, profile=profile, thinking=thinking, template=template, drop_severity=drop_severity, server=server, max_length=limit
+            )
             error = None
         except Exception as err:  # noqa: BLE001 - a record's failure is a row, never a stopped map
             row = {"id": rid, "input_ids": [], "loss_mask": [], "prompt_len": 0, "flags": "", "max_severity": "", "token_counts": ""}
@@ -330,8 +405,11 @@ def sample_batch(
 
 def errors_path_for(output: str) -> str:
     """Where the failed records of ``output`` go: ``OUT.errors.jsonl`` next to it (``samples.jsonl`` ->
-    ``samples.errors.jsonl``)."""
-    return output.removesuffix(".jsonl") + ".errors.jsonl"
+    ``samples.errors.jsonl``, ``rows.parquet`` -> ``rows.errors.jsonl``)."""
+    for suffix in (".jsonl", PARQUET_SUFFIX):
+        if output.endswith(suffix):
+            return output[: -len(suffix)] + ".errors.jsonl"
+    return output + ".errors.jsonl"
 
 
 def default_errors_path(output: str) -> str | None:
@@ -340,6 +418,92 @@ def default_errors_path(output: str) -> str | None:
     from .._base.files import is_device, is_stdio
 
     return None if is_stdio(output) or is_device(output) else errors_path_for(output)
+
+
+#: An output whose name ends so is written as Parquet (:func:`write_training_rows`).
+PARQUET_SUFFIX = ".parquet"
+
+
+def is_parquet(output: str | os.PathLike[str]) -> bool:
+    """Whether ``output`` is written as Parquet: its name ends with ``.parquet`` (any case)."""
+    return os.fspath(output).lower().endswith(PARQUET_SUFFIX)
+
+
+def check_parquet_writer(output: str | os.PathLike[str], field: str = "--output") -> None:
+    """Raise :class:`OutputFileError` naming the extra when ``output`` is a Parquet file and pyarrow is missing
+    (called before any work: a bad output stops a command before any output)."""
+    if is_parquet(output):
+        _pyarrow(output, field)
+
+
+def _pyarrow(output: str | os.PathLike[str], field: str) -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise OutputFileError(
+            f"{os.fspath(output)} is a Parquet file, which needs pyarrow: pip install 'kimi-recon[parquet]' "
+            "(in a clone: pip install -e '.[parquet]'), or write JSON Lines (-o rows.jsonl)",
+            field=field,
+        ) from None
+    return pq
+
+
+class _ParquetRows:
+    """Training rows written as Parquet row groups of bounded size (memory does not grow with the file).
+    The columns have the types the JSON loader gives the JSONL rows (``int64`` lists, strings), so
+    ``datasets.load_dataset("parquet")`` gives the same features as ``load_dataset("json")``."""
+
+    #: a row group is written once it holds this many rows or ids, whichever comes first
+    ROWS, IDS = 1024, 1 << 20
+
+    def __init__(self, f: BinaryIO, output: str | os.PathLike[str]) -> None:
+        pq = _pyarrow(output, "--output")
+        import pyarrow as pa
+
+        self._pa = pa
+        self._schema = pa.schema(
+            [
+                ("id", pa.string()),
+                ("input_ids", pa.list_(pa.int64())),
+                ("loss_mask", pa.list_(pa.int64())),
+                ("prompt_len", pa.int64()),
+                ("flags", pa.string()),
+                ("max_severity", pa.string()),
+                ("token_counts", pa.string()),
+            ]
+        )
+        assert tuple(self._schema.names) == ROW_COLUMNS
+        self._writer = pq.ParquetWriter(f, self._schema)
+        self._rows: list[Mapping[str, Any]] = []
+        self._ids = 0
+        self._closed = False
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        if SURROGATE.search(row["id"]):
+            # JSONL writes it as the JSON escape it came as; a Parquet string is UTF-8, which has no form for it
+            raise InvalidInputError("holds a lone surrogate (a \\ud800-style escape), which a Parquet string cannot hold: write JSON Lines, or fix the id", field="id")
+        self._rows.append(row)
+        self._ids += len(row["input_ids"])
+        if len(self._rows) >= self.ROWS or self._ids >= self.IDS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._writer.write_table(self._pa.Table.from_pylist(self._rows, schema=self._schema))
+        self._rows, self._ids = [], 0
+
+    def close(self) -> None:
+        self._flush()
+        self._closed = True
+        self._writer.close()
+
+    def discard(self) -> None:
+        """Let go of the writer of a file that is being thrown away (its temporary file is removed), so that it
+        does not try to finish a closed file when it is collected."""
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(Exception):
+                self._writer.close()
 
 
 @dataclass(frozen=True)
@@ -352,11 +516,18 @@ class WriteSummary:
     errors_output: str | None
     #: rows by their worst flag (``max_severity``; ``none``: no flag)
     by_severity: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    #: records over the ``max_length`` asked for: rows flagged ``over_max_length``, and records left out for it
+    over_length: int = 0
+    over_length_dropped: int = 0
+    #: the most ids in one row written (0: none), and in one record over ``max_length`` (written or left out)
+    longest: int = 0
+    longest_over: int = 0
 
     def line(self, command: str) -> str:
         where = f" to {self.errors_output}" if self.errors_output else " (listed above)"
         worst = ", ".join(f"{s} {self.by_severity.get(s, 0)}" for s in SEVERITY_NAMES)
-        return f"{command}: {self.rows} training rows to {self.output} (by worst flag: {worst}); {self.errors} failed records{where}"
+        longest = f"; the longest has {self.longest:,} ids" if self.longest else ""
+        return f"{command}: {self.rows} training rows to {self.output} (by worst flag: {worst}{longest}); {self.errors} failed records{where}"
 
     @property
     def usable(self) -> int:
@@ -373,15 +544,30 @@ SEVERITY_NAMES = ("loss", "risk", "unlikely", "info", "none")
 
 
 def _write_results(
-    results: Iterable[SampleResult], out: TextIO, errors: TextIO | None, stderr: TextIO, by_severity: dict[str, int]
+    results: Iterable[SampleResult],
+    write_row: Callable[[Mapping[str, Any]], object],
+    errors: TextIO | None,
+    stderr: TextIO,
+    by_severity: dict[str, int],
+    lengths: dict[str, int],
 ) -> tuple[int, int]:
     rows = failed = 0
-    for result in results:
+    for given in results:
+        result = given
+        if result.over_length:
+            lengths["over"] += 1
+            lengths["dropped"] += result.row is None
+            lengths["longest_over"] = max(lengths["longest_over"], result.over_length)
         if result.row is not None:
-            out.write(_json_line(result.row))
+            try:
+                write_row(result.row)
+            except InvalidInputError as err:  # a row the output format cannot hold is a failed record, never lost
+                result = _failure(result.index, result.line, result.record_id, err)
+        if result.row is not None:
             rows += 1
             worst = result.row.get("max_severity") or "none"
             by_severity[worst] = by_severity.get(worst, 0) + 1
+            lengths["longest"] = max(lengths["longest"], len(result.row["input_ids"]))
             continue
         failed += 1
         if errors is not None:
@@ -404,18 +590,39 @@ def write_training_rows(
     is written, so an interrupted run leaves the previous files untouched. ``output`` ``"-"`` writes the
     rows to stdout; failures then go to ``errors_output`` when given, else to ``stderr`` one per line.
     Otherwise the errors file defaults to :func:`errors_path_for` and is always written (empty when nothing
-    failed), so a stale one never survives.
+    failed), so a stale one never survives. An ``output`` named ``*.parquet`` is written as Parquet (needs
+    pyarrow: the ``parquet`` extra; :class:`~kimi_recon.errors.OutputFileError` before anything is written
+    without it), in row groups of bounded size; the errors file stays JSON Lines.
     """
-    from .._base.files import atomic_output, is_stdio
+    from .._base.files import atomic_binary_output, atomic_output, is_stdio
 
+    check_parquet_writer(output)
     err_stream = stderr if stderr is not None else sys.stderr
     if errors_output is None:
         errors_output = default_errors_path(output)
     by_severity: dict[str, int] = {}
-    with atomic_output(output, "--output") as out:
-        if errors_output is None:
-            rows, failed = _write_results(results, out, None, err_stream, by_severity)
+    lengths = {"over": 0, "dropped": 0, "longest": 0, "longest_over": 0}
+    with contextlib.ExitStack() as files:
+        if is_parquet(output):
+            parquet = _ParquetRows(files.enter_context(atomic_binary_output(output, "--output")), output)
+            files.callback(parquet.discard)  # runs before the file is closed (and, after an error, removed)
+            write_row: Callable[[Mapping[str, Any]], object] = parquet.write
         else:
-            with atomic_output(errors_output, "--errors") as errors:
-                rows, failed = _write_results(results, out, errors, err_stream, by_severity)
-    return WriteSummary(rows, failed, "stdout" if is_stdio(output) else output, errors_output, by_severity)
+            out = files.enter_context(atomic_output(output, "--output"))
+            parquet = None
+            write_row = lambda row: out.write(_json_line(row))  # noqa: E731 - one line, named by its annotation
+        errors = None if errors_output is None else files.enter_context(atomic_output(errors_output, "--errors"))
+        rows, failed = _write_results(results, write_row, errors, err_stream, by_severity, lengths)
+        if parquet is not None:
+            parquet.close()  # the footer, inside the with: an error here keeps the old file
+    return WriteSummary(
+        rows,
+        failed,
+        "stdout" if is_stdio(output) else output,
+        errors_output,
+        by_severity,
+        over_length=lengths["over"],
+        over_length_dropped=lengths["dropped"],
+        longest=lengths["longest"],
+        longest_over=lengths["longest_over"],
+    )
