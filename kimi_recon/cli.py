@@ -54,10 +54,11 @@ def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | No
     """Inputs exist and are readable, no output is the input, and no two outputs are one file: checked
     before any output is opened."""
     from ._batch.report_io import check_distinct_outputs
+    from .tokenizer import tokenizer_files
 
     check_input(args.input)
-    # every file the command reads is an input no output may replace (the chat template too)
-    inputs = [args.input, *(p for p in (getattr(args, "chat_template", None),) if p is not None)]
+    # every file the command reads is an input no output may replace: the chat template, the tokenizer's files too
+    inputs = [args.input, *(p for p in (getattr(args, "chat_template", None),) if p is not None), *tokenizer_files(getattr(args, "tokenizer", None))]
     for option, path in outputs:
         if path is not None:
             refuse_output_is_input(path, inputs, field=option)

@@ -662,6 +662,21 @@ def load_tokenizer(source: object = None, *, verify_hash: bool = True, profile: 
     return _load_hf_object(source, verify_hash=verify_hash)
 
 
+def tokenizer_files(source: object) -> list[Path]:
+    """The files :func:`load_tokenizer` reads from a local tokenizer directory ``source`` (those that exist): inputs
+    a command must refuse to write over (``-o DIR/tokenizer_config.json`` would destroy the tokenizer it runs
+    with). Empty for the bundled tokenizer, a Hub repo id or anything that is not a directory."""
+    if not isinstance(source, (str, os.PathLike)):
+        return []
+    try:
+        path = Path(source).expanduser()
+        if not path.is_dir():
+            return []
+        return [path / name for name in (VOCAB_FILE, CONFIG_FILE, TEMPLATE_FILE, MODEL_CONFIG_FILE) if (path / name).exists()]
+    except (OSError, ValueError):  # a name no system takes: the load reports it
+        return []
+
+
 def checked_tokenizer(tokenizer: object, field: str = "tokenizer") -> KimiTokenizer | None:
     """``tokenizer`` when it is a :class:`KimiTokenizer` or None; any other object is an
     :class:`~kimi_recon.errors.InvalidInputTypeError` naming ``field`` (load one with :func:`load_tokenizer`)."""

@@ -533,7 +533,10 @@ def run_generate(
     api_key = checked_api_key(api_key, placeholder_ok=not is_openrouter(config.base_url))
     secret = secret_of(api_key)
     check_input(config.prompts, "prompts")
-    refuse_output_is_input(config.output, [config.prompts])
+    from ..tokenizer import tokenizer_files
+
+    # every file the run reads is an input the log may not be (-o DIR/config.json would append rows to it)
+    refuse_output_is_input(config.output, [config.prompts, *tokenizer_files(config.tokenizer)])
     items = read_prompts(config.prompts, secret=secret)
     out = OutputFile(config.output, fsync=config.fsync, secret=secret)
     out.lock_existing()  # a rival run on the same file is refused now, not after the tokenizer has loaded

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -191,13 +192,22 @@ class ResumeState:
     failed: frozenset[str] = frozenset()
 
 
+#: What every row generate writes says it is (``status``); a JSON object without it is some other file's line.
+_ROW_STATUSES = ("ok", "error")
+
+
+def _is_row(record: object) -> bool:
+    return isinstance(record, Mapping) and isinstance(record.get("id"), str) and record.get("status") in _ROW_STATUSES
+
+
 def is_complete_row(text: str) -> bool:
-    """True when ``text`` is one whole row: a JSON object with a string ``id`` (a torn write is not)."""
+    """True when ``text`` is one whole row: a JSON object with a string ``id`` and a ``status`` of ``ok`` or
+    ``error`` (a torn write is not, nor a line of a prompts file or a dataset)."""
     try:
         record = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
-    return isinstance(record, Mapping) and isinstance(record.get("id"), str)
+    return _is_row(record)
 
 
 def scan_rows(lines: Iterable[str | bytes], path: str = "<output>") -> ResumeState:
@@ -215,12 +225,19 @@ def scan_rows(lines: Iterable[str | bytes], path: str = "<output>") -> ResumeSta
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-            if not isinstance(record, Mapping) or not isinstance(record.get("id"), str):
-                raise ValueError("no string 'id'")
-        except ValueError as err:
+            # UTF-8 and nothing else: json.loads would take the bytes of a UTF-16 or UTF-32 line as a row
+            record = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+            if not _is_row(record):
+                raise ValueError("not a JSON object with a string 'id' and a 'status' of 'ok' or 'error'")
+        except UnicodeDecodeError as err:
             raise InvalidInputError(
-                f"{path}:{line_no} is not an output row ({err}); refusing to resume into a damaged file"
+                f"{path}:{line_no} is not UTF-8 text ({err.reason} at byte {err.start}); refusing to resume into a damaged file",
+                field="output",
+            ) from None
+        except (ValueError, RecursionError) as err:
+            raise InvalidInputError(
+                f"{path}:{line_no} is not an output row ({err}); refusing to resume into a damaged file",
+                field="output",
             ) from None
         rid = str(record["id"])
         if last_ok.get(rid):
@@ -331,9 +348,25 @@ class OutputFile:
             self._fd = None
 
 
-#: How every row starts on disk (``to_json_line`` of a row whose first key is ``id``): a torn last write is a
-#: prefix of a row, so it starts with this (or is a prefix of it).
-_ROW_START = b'{"id": '
+#: How every row starts on disk (``to_json_line`` of a row whose first keys are ``id`` and ``status``): a torn last
+#: write is a prefix of a row, so it starts with this head (or is a prefix of it).
+_ROW_START = b'{"id": "'
+_ID_STRING = re.compile(rb'\{"id": "(?:[^"\\]|\\.)*"')
+_STATUS_HEADS = tuple(b', "status": "%s"' % status.encode() for status in _ROW_STATUSES)
+
+
+def _is_row_cut_short(tail: bytes) -> bool:
+    """True when ``tail`` (a last line without its newline) can be the start of a row a kill cut short; a line of
+    any other file (a dataset record with a string ``id`` but no ``status`` after it) cannot."""
+    if len(tail) <= len(_ROW_START):
+        return _ROW_START.startswith(tail)
+    if not tail.startswith(_ROW_START):
+        return False
+    m = _ID_STRING.match(tail)
+    if m is None:  # cut inside the id
+        return True
+    rest = tail[m.end() :]
+    return any(rest.startswith(head) or head.startswith(rest) for head in _STATUS_HEADS)
 
 
 def _log_lines(path: Path) -> Iterator[bytes]:
@@ -357,7 +390,7 @@ def _log_lines(path: Path) -> Iterator[bytes]:
         whole = False
     if whole:
         yield previous
-    elif not (previous.startswith(_ROW_START) or _ROW_START.startswith(previous)):
+    elif not _is_row_cut_short(previous):
         raise InvalidInputError(
             f"{path} ends with a line that is not a generate row (nor one cut short); it is not a generate log, "
             "so it was left as it is: choose another -o",

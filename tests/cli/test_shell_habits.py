@@ -165,3 +165,50 @@ def test_the_audit_writes_its_report_files_before_stdout_can_end_it(tmp_path: Pa
     done = _run_with_stdout_closed(["kimi_recon", "audit", "--sample", "--html", "r.html", "--json", "r.json"], tmp_path)
     assert done.returncode == 141, done.stderr
     assert (tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!") and (tmp_path / "r.json").stat().st_size > 0
+
+
+@pytest.mark.parametrize("name", ["tiktoken.model", "tokenizer_config.json", "chat_template.jinja", "config.json"])
+def test_no_output_replaces_a_file_of_the_tokenizer_it_reads(tmp_path: Path, name: str) -> None:
+    """``reconstruct IN -o TOK/tokenizer_config.json --tokenizer TOK`` replaced the tokenizer's file with rows, and
+    ``generate -o TOK/...`` appended rows to it: every file a command reads is an input (issue 35)."""
+    import shutil
+
+    from kimi_recon.cli import main
+
+    sample = str(files("kimi_recon") / "data" / "sample" / "k2.5-dev-sample.jsonl")
+    tok = tmp_path / "tok"
+    shutil.copytree(str(files("kimi_recon") / "data" / "k2.5"), tok)
+    target = tok / name
+    before = target.read_bytes()
+    commands = [
+        ["reconstruct", sample, "-o"], ["audit", sample, "--json"], ["audit", sample, "--html"],
+        ["build-samples", sample, "-o"], ["build-samples", sample, "-o", str(tmp_path / "rows.jsonl"), "--errors"],
+        ["export", sample, "-o"], ["export", sample, "-o", str(tmp_path / "rows.jsonl"), "--errors"],
+    ]  # fmt: skip
+    for command in commands:
+        assert main([*command, str(target), "--tokenizer", str(tok)]) == 2, command
+        assert target.read_bytes() == before, command
+
+
+def test_generate_refuses_a_log_that_is_a_file_of_its_tokenizer(tmp_path: Path) -> None:
+    import io
+    import shutil
+
+    pytest.importorskip("openai")
+    from kimi_recon.errors import OutputFileError
+    from kimi_recon.openrouter.generate import GenerateConfig, run_generate
+    from kimi_recon.openrouter.options import RequestOptions
+
+    tok = tmp_path / "tok"
+    shutil.copytree(str(files("kimi_recon") / "data" / "k2.5"), tok)
+    target = tok / "config.json"
+    target.write_text('{"id": "x", "status": "ok"}\n', encoding="utf-8")  # one line a log could hold
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n', encoding="utf-8")
+    config = GenerateConfig(
+        prompts=prompts, output=target, options=RequestOptions(model="moonshotai/kimi-k2.5"), tokenizer=str(tok),
+        base_url="http://127.0.0.1:9",  # nothing is sent; were it, no network
+    )
+    with pytest.raises(OutputFileError):
+        run_generate(config, "sk-or-v1-" + "0" * 40, stderr=io.StringIO())
+    assert target.read_text(encoding="utf-8") == '{"id": "x", "status": "ok"}\n'

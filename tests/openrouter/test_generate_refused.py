@@ -149,11 +149,11 @@ def test_a_locked_output_is_refused_before_the_tokenizer_is_loaded(fake: FakeOpe
 
 def test_lock_existing_changes_nothing_and_open_goes_on_from_it(tmp_path: Path) -> None:
     path = tmp_path / "out.jsonl"
-    path.write_bytes(b'{"id": "a"}\n{"id": "b", "tor')
+    path.write_bytes(b'{"id": "a", "status": "ok"}\n{"id": "b", "sta')
     out = OutputFile(path)
     out.lock_existing()
     try:
-        assert path.read_bytes() == b'{"id": "a"}\n{"id": "b", "tor'
+        assert path.read_bytes() == b'{"id": "a", "status": "ok"}\n{"id": "b", "sta'
         with pytest.raises(OutputLockedError):
             OutputFile(path).lock_existing()
         with out:

@@ -45,7 +45,7 @@ def test_a_whole_last_row_missing_only_its_newline_is_kept(tmp_path: Path) -> No
 
 def test_a_torn_first_and_only_row_leaves_an_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "out.jsonl"
-    path.write_bytes('{"id": "a", "text": "caf\u00e9'.encode()[:-1])  # cut inside a UTF-8 character
+    path.write_bytes('{"id": "a", "status": "ok", "text": "caf\u00e9'.encode()[:-1])  # cut inside a UTF-8 character
     with OutputFile(path) as out:
         assert out.state is not None and out.state.done == frozenset()
     assert path.read_bytes() == b""

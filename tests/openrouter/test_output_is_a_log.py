@@ -22,6 +22,13 @@ ROW = b'{"id": "a", "status": "ok", "line": 1}\n'
         b'{"a": 1}\n{"b": 2}\n',
         ROW + b"plain text tail",
         ROW + b'{"id": "b", "status": "ok"}\n\xff\xfe\n',
+        # a dataset or a prompts file whose records have string ids is no log: rows were appended to it
+        b'{"id": "rec1", "response": {"content": "x"}, "reference_ids": [1]}',
+        b'{"id": "p1", "messages": [{"role": "user", "content": "hi"}]}\n',
+        ROW + b'{"id": "p2", "status": "done"}\n',
+        ROW + b'{"id": "p3", "messages": [{"role": "user"',  # not a row cut short: no status after the id
+        # a UTF-16 line (its newline too), which json.loads would read as a row
+        ROW + '{"id": "b", "status": "ok"}\n'.encode("utf-16-be"),
     ],
 )
 def test_a_file_that_is_not_a_generate_log_is_refused_untouched(tmp_path: Path, content: bytes) -> None:
