@@ -415,8 +415,9 @@ Example:
 
 RECONSTRUCT_HELP = f"""\
 Rebuild the output ids of each record's response and write one JSON row per input record:
-{{"index", "line", "id", "output_ids", "source", "flags", "token_counts", "error"}}. A record that
-cannot be read gets a row with "error" (naming its line) and null "output_ids"; nothing is dropped.
+{{"index", "line", "id", "output_ids", "source", "flags", "token_counts", "error", "server", "profile"}}
+("profile": the chat format the ids were rebuilt in). A record that cannot be read gets a row with "error"
+(naming its line) and null "output_ids"; nothing is dropped.
 
 Each input line is a JSON object:
 {RECORD_RESPONSE}

@@ -356,14 +356,61 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
     that is not a regular file (``/dev/null``, a FIFO) is written directly: there is no old content to
     keep. A temporary ``.NAME.HOST-PID.*.partial`` file may be left behind only by a kill -9 or a power cut;
     the next write of the same output removes it (:func:`remove_stale_partials`).
-    Lone surrogates are written as ``\\udXXX`` (see :data:`_ERRORS`).
+    Lone surrogates are written as ``\\udXXX`` (see :data:`_ERRORS`). A name ending in ``.gz`` is written
+    gzip-compressed and one ending in ``.zst`` zstandard-compressed (the ``zstd`` extra), as the inputs are read:
+    a ``.gz`` name holding plain text is a file ``zcat`` and ``datasets`` cannot read.
     """
     if is_stdio(path):
         with _stdout_text() as out:
             yield out
         return
-    with _replaced(path, field, binary=False) as f:
-        yield f
+    compression = output_compression(path)
+    if compression == "zst":
+        _zstandard(path, field)  # before the old output is touched
+    with _replaced(path, field, binary=compression is not None) as f:
+        if compression is None:
+            yield f
+            return
+        with _compressed_text(f, compression, path) as text:
+            yield text
+
+
+def output_compression(path: PathArg) -> str | None:
+    """``"gz"`` or ``"zst"`` when an output named ``path`` is written compressed (its name ends so, any case), else None."""
+    name = os.fspath(path).lower()
+    return "gz" if name.endswith(".gz") else "zst" if name.endswith(".zst") else None
+
+
+def _zstandard(path: PathArg, field: str) -> Any:
+    try:
+        import zstandard  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        raise OutputFileError(
+            f"{os.fspath(path)} names a zstandard file, which needs the zstandard package: pip install 'kimi-recon[zstd]' "
+            "(in a clone: pip install -e '.[zstd]'), or name it .gz (gzip needs nothing)",
+            field=field,
+        ) from None
+    return zstandard
+
+
+@contextlib.contextmanager
+def _compressed_text(raw: BinaryIO, compression: str, path: PathArg) -> Iterator[TextIO]:
+    """UTF-8 text compressed into ``raw``, which stays open (the caller syncs and renames it). The compressed
+    stream is finished only when the block ends without an exception."""
+    stream: Any
+    if compression == "gz":
+        import gzip
+
+        # no file name or time in the header: the temporary file's name is no one's business, and the same rows
+        # give the same bytes
+        stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
+    else:
+        stream = _zstandard(path, "output").ZstdCompressor().stream_writer(raw, closefd=False)
+    text = io.TextIOWrapper(stream, encoding="utf-8", errors=_ERRORS, newline="\n")
+    yield text
+    text.flush()
+    text.detach()
+    stream.close()  # the gzip trailer / the zstandard frame's end; raw stays open
 
 
 @contextlib.contextmanager

@@ -67,6 +67,8 @@ class RecordReconstruction:
     error: RecordError | None = None
     token_counts: TokenCounts | None = None
     server: str | None = None
+    #: the chat format the ids were rebuilt in (the record's model id or profile decides, else the default)
+    profile: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +81,7 @@ class RecordReconstruction:
             "token_counts": self.token_counts.to_dict() if self.token_counts is not None else None,
             "error": self.error.to_dict() if self.error is not None else None,
             "server": self.server,
+            "profile": self.profile,
         }
 
 
@@ -92,20 +95,28 @@ def _reconstruct_chunk(items: list[_Item], job: _Job, tokenizer: KimiTokenizer |
             out.append(RecordReconstruction(index, error.line, rid, None, error=error))
             continue
         recon, counts, flags, _ = result
-        out.append(_rebuilt_row(index, line, rid, tuple(recon.ids), recon.source, flags, counts, recon.server))
+        out.append(_rebuilt_row(index, line, rid, tuple(recon.ids), recon.source, flags, counts, recon.server, recon.profile))
     return out
 
 
 def _rebuilt_row(
-    index: int, line: int | None, rid: str | None, ids: tuple[int, ...], source: str, flags: tuple[Flag, ...], counts: TokenCounts | None, server: str
+    index: int,
+    line: int | None,
+    rid: str | None,
+    ids: tuple[int, ...],
+    source: str,
+    flags: tuple[Flag, ...],
+    counts: TokenCounts | None,
+    server: str,
+    profile: str | None,
 ) -> RecordReconstruction:
-    """``RecordReconstruction(index, line, rid, ids, source, flags, token_counts=counts, server=server)`` without
+    """``RecordReconstruction(index, line, rid, ids, source, flags, token_counts=counts, server=server, profile=profile)`` without
     the frozen dataclass's nine ``object.__setattr__`` calls: 11k of the 71k instructions the records path added
     to a turn's rebuild (callgrind), and on threads every one of them holds the GIL (its fields are a
     reconstruction's own; tests/test_threaded_records.py compares the two)."""
     row = object.__new__(RecordReconstruction)
     row.__dict__.update(
-        index=index, line=line, record_id=rid, ids=ids, source=source, flags=flags, error=None, token_counts=counts, server=server
+        index=index, line=line, record_id=rid, ids=ids, source=source, flags=flags, error=None, token_counts=counts, server=server, profile=profile
     )
     return row
 

@@ -405,11 +405,14 @@ def sample_batch(
 
 def errors_path_for(output: str) -> str:
     """Where the failed records of ``output`` go: ``OUT.errors.jsonl`` next to it (``samples.jsonl`` ->
-    ``samples.errors.jsonl``, ``rows.parquet`` -> ``rows.errors.jsonl``)."""
-    for suffix in (".jsonl", PARQUET_SUFFIX):
-        if output.endswith(suffix):
-            return output[: -len(suffix)] + ".errors.jsonl"
-    return output + ".errors.jsonl"
+    ``samples.errors.jsonl``; ``rows.parquet`` and ``rows.jsonl.gz`` -> ``rows.errors.jsonl``, plain text)."""
+    stem = output
+    for suffixes in ((".gz", ".zst"), (".jsonl", ".json", PARQUET_SUFFIX)):
+        for suffix in suffixes:
+            if stem.lower().endswith(suffix):
+                stem = stem[: -len(suffix)]
+                break
+    return stem + ".errors.jsonl"
 
 
 def default_errors_path(output: str) -> str | None:
