@@ -142,6 +142,7 @@ class FlagCode(str, enum.Enum):
     USAGE_FIGURE_UNREADABLE = "usage_figure_unreadable"
     # the OpenRouter adapter (kimi_recon.openrouter)
     REPLACED_TOOL_CALL_ID = "replaced_tool_call_id"
+    TOOL_CALL_INDEX_ASSUMED = "tool_call_index_assumed"
     REASONING_NOT_RETURNED = "reasoning_not_returned"
     REASONING_SOURCES_DISAGREE = "reasoning_sources_disagree"
     # the thinking mode and the reasoning's keys (kimi_recon.reconstruct, kimi_recon.responses)
@@ -152,6 +153,8 @@ class FlagCode(str, enum.Enum):
     # what a server's parsers can lose (kimi_recon.servers, kimi_recon.reconstruct)
     SERVER_MAY_HAVE_LOST = "server_may_have_lost"
     SERVER_RARE_LOSS = "server_rare_loss"
+    SERVER_REBUILT_TOOL_CALL_ID = "server_rebuilt_tool_call_id"
+    TOOL_CALL_INDEX_DISAGREES = "tool_call_index_disagrees"
     SERVER_TOKEN_IDS_USED = "server_token_ids_used"
     SERVER_TOKEN_IDS_UNUSABLE = "server_token_ids_unusable"
     SERVER_TOKEN_IDS_DISAGREE = "server_token_ids_disagree"
@@ -199,7 +202,10 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.REASONING_TOKENS_MISMATCH: _L,
     FlagCode.PROMPT_TOKENS_UNCHECKED: _R,
     FlagCode.USAGE_FIGURE_UNREADABLE: _R,
-    FlagCode.REPLACED_TOOL_CALL_ID: _R,  # the model's format, its index assumed
+    # a server-issued id written in the model's format at the index its template gives (the calls before the turn,
+    # counted, plus its position): the model numbers otherwise rarely (the flag's seen)
+    FlagCode.REPLACED_TOOL_CALL_ID: _U,
+    FlagCode.TOOL_CALL_INDEX_ASSUMED: _R,  # the same, but nothing said how many calls came before the turn
     FlagCode.REASONING_NOT_RETURNED: _L,  # thinking on: the model wrote reasoning nobody returned
     FlagCode.REASONING_SOURCES_DISAGREE: _R,
     # thinking on by default, no reasoning in the message, nothing saying the mode: an extra </think> (thinking was
@@ -210,6 +216,9 @@ SEVERITIES: Final[Mapping[FlagCode, Severity]] = {
     FlagCode.API_KEY_IN_TEXT: _L,  # the text was redacted
     FlagCode.SERVER_MAY_HAVE_LOST: _R,  # the server's parser can lose text on a turn of this shape
     FlagCode.SERVER_RARE_LOSS: _U,  # the same, where no count can tell and the model rarely writes the text at stake
+    # the server writes its own functions.NAME:N ids (SGLang): this one is the model's numbering, which it rarely leaves
+    FlagCode.SERVER_REBUILT_TOOL_CALL_ID: _U,
+    FlagCode.TOOL_CALL_INDEX_DISAGREES: _R,  # a server that rebuilds ids numbered a call otherwise than the conversation
     FlagCode.SERVER_TOKEN_IDS_USED: _I,  # the ids the server generated, checked against the message
     FlagCode.SERVER_TOKEN_IDS_UNUSABLE: _R,
     # the server's ids and its message are two different turns: which one is this record's is unknown

@@ -26,7 +26,7 @@ from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_rendered_together, encode_segments, marker_ids, surrogate_flags
-from .servers import IDS_FIELDS_AS_GENERATED, ServerProfile, get_server, losses_of_shape, named_or_detected, server_losses
+from .servers import IDS_FIELDS_AS_GENERATED, ServerProfile, get_server, losses_of_shape, named_or_detected, rebuilt_call_id_flags, server_losses
 from .tokenizer import KimiTokenizer, checked_tokenizer, tokenizer_for_profile
 from .usage_check import Convention, reported_counts
 
@@ -122,7 +122,7 @@ def reconstruct_output_ids(
     profile: str | ChatProfile | None = None,
     thinking: bool | None = None,
     *,
-    call_index_offset: int = 0,
+    call_index_offset: int | None = None,
     special_text: SpecialTextMode = "special",
     use_logprobs: bool = True,
     stop: str | None = None,
@@ -158,6 +158,11 @@ def reconstruct_output_ids(
     ``server_may_have_lost``, unless the evidence rules it out: the generated ids the server returned
     (``metadata["server_token_ids"]``, then used as the ids), logprobs covering the whole output, or
     ``usage.completion_tokens`` (``usage``, else the response's) counted as the named server counts.
+
+    ``call_index_offset`` is how many tool calls the conversation had before this turn: a K2.x call id the model did
+    not write (a server's ``call_…``) is rebuilt as the model's own ``functions.NAME:IDX`` at that count plus the
+    call's position (``replaced_tool_call_id``, unlikely). None (not said) takes 0, and such an id is then
+    ``tool_call_index_assumed`` (risk): with earlier calls in the conversation the index is wrong.
     """
     pending = _rendered_for_ids(turn, tokenizer, profile, thinking, call_index_offset=call_index_offset, stop=stop, server=server)
     choice_argument(special_text, "special_text", ("special", "ordinary"))
@@ -215,7 +220,7 @@ def reconstruct_many(
         pending = []
         for index, turn in chunk:
             try:
-                pending.append(_rendered_for_ids(turn, tokenizer, profile, thinking, call_index_offset=0, stop=stop, server=server))
+                pending.append(_rendered_for_ids(turn, tokenizer, profile, thinking, call_index_offset=None, stop=stop, server=server))
             except InvalidInputError as err:
                 raise err.with_sample(index) from None
         for (index, _), p, ids in zip(chunk, pending, _encode_pending(pending, per_segment_together=False), strict=True):
@@ -237,8 +242,9 @@ class _PendingTurn(NamedTuple):
     server: ServerProfile
     #: whether the caller or the record said the thinking mode (else it is on by default: flag thinking_assumed)
     thinking_stated: bool = True
-    #: the options the turn was rendered with (a server's ids are checked against the turn rendered otherwise)
-    call_index_offset: int = 0
+    #: the options the turn was rendered with (a server's ids are checked against the turn rendered otherwise);
+    #: the offset is the tool calls before the turn as said (None: not said, 0 taken)
+    call_index_offset: int | None = 0
     stop: str | None = None
 
 
@@ -248,7 +254,7 @@ def _rendered_for_ids(
     profile: str | ChatProfile | None,
     thinking: bool | None,
     *,
-    call_index_offset: int,
+    call_index_offset: int | None,
     stop: str | None,
     server: str | ServerProfile | None,
 ) -> _PendingTurn:
@@ -263,12 +269,34 @@ def _rendered_for_ids(
     stop_flag = None
     if stop is None and "matched_stop" in turn.metadata:
         stop, stop_flag = _stop_the_server_saw(turn.metadata["matched_stop"], prof)
-    rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset, stop=stop)
+    rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset or 0, stop=stop)
+    if call_index_offset is None and turn.tool_calls:
+        rendered = _index_not_said(rendered)
     if stop_flag is not None:
         rendered = dataclasses.replace(rendered, flags=(*rendered.flags, stop_flag))
     if profile is None:
         rendered = _with_assumed_profile(rendered, turn.metadata.get("model"))
     return _PendingTurn(turn, rendered, tok, prof, thinking, srv, stated, call_index_offset, stop)
+
+
+def _index_not_said(rendered: RenderedTurn) -> RenderedTurn:
+    """``rendered`` with each ``replaced_tool_call_id`` made ``tool_call_index_assumed``: nothing said how many tool
+    calls came before the turn, so the index written (0 + position) is the model's only in a first turn with calls."""
+    if not any(f.code is FlagCode.REPLACED_TOOL_CALL_ID for f in rendered.flags):
+        return rendered
+    flags = tuple(
+        Flag(
+            FlagCode.TOOL_CALL_INDEX_ASSUMED,
+            f.message.split(" at the index its template gives", 1)[0]
+            + ", numbered as if no tool call came before this turn (nothing said how many did: pass call_index_offset, "
+            "or the record's messages); with earlier calls the index is wrong",
+            f.field,
+        )
+        if f.code is FlagCode.REPLACED_TOOL_CALL_ID
+        else f
+        for f in rendered.flags
+    )
+    return dataclasses.replace(rendered, flags=flags)
 
 
 def reasoning_flags(turn: AssistantTurn, prof: ChatProfile, thinking: bool, stated: bool, usage: object) -> list[Flag]:
@@ -384,7 +412,7 @@ def _encoded_together(pending: Sequence[_PendingTurn], per_segment_together: boo
 def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: bool = True, usage: Mapping[str, Any] | None = None) -> Reconstruction:
     """The second half of :func:`reconstruct_output_ids`: the reconstruction of a pending turn whose rendered
     text encodes to ``ids`` (the caller's: they may be replaced, never copied; None: encoded here, ``special_text="special"``)."""
-    turn, rendered, tok, prof, thinking, srv, stated = pending[:7]
+    turn, rendered, tok, prof, thinking, srv, stated, offset = pending[:8]
     if ids is None:
         ids = _encode_checked(rendered, tok, "special", prof)
     model = turn.metadata.get("model")
@@ -420,6 +448,8 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
         if lost:
             ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
             flags.extend(kept)
+        if turn.tool_calls:
+            flags.extend(rebuilt_call_id_flags(turn, prof, srv, offset))
     return Reconstruction(ids, text, tuple(flags), source, prof.name, thinking, srv.name)
 
 
@@ -508,6 +538,7 @@ _MOOT_WITH_SERVER_IDS = frozenset(
         FlagCode.GENERATED_TOOL_CALL_ID,
         FlagCode.FOREIGN_TOOL_CALL_ID,
         FlagCode.REPLACED_TOOL_CALL_ID,
+        FlagCode.TOOL_CALL_INDEX_ASSUMED,
         FlagCode.ARGUMENTS_NOT_JSON,
         FlagCode.ARGUMENTS_NOT_OBJECT,
         FlagCode.ARGUMENT_NUMBER_RESPELLED,
@@ -519,7 +550,9 @@ _MOOT_WITH_SERVER_IDS = frozenset(
     }
 )
 #: The rendering flags that say the rendered call ids are the rebuild's guess (the message's were a server's).
-_IDS_GUESSED = frozenset({FlagCode.GENERATED_TOOL_CALL_ID, FlagCode.FOREIGN_TOOL_CALL_ID, FlagCode.REPLACED_TOOL_CALL_ID})
+_IDS_GUESSED = frozenset(
+    {FlagCode.GENERATED_TOOL_CALL_ID, FlagCode.FOREIGN_TOOL_CALL_ID, FlagCode.REPLACED_TOOL_CALL_ID, FlagCode.TOOL_CALL_INDEX_ASSUMED}
+)
 
 
 def _ids_from_server(pending: _PendingTurn, rendered_ids: list[int]) -> tuple[list[int] | None, list[Flag]]:
@@ -587,7 +620,7 @@ def _ids_from_server(pending: _PendingTurn, rendered_ids: list[int]) -> tuple[li
     compared, compared_ids = rendered, rendered_ids
     if turn.reasoning and rendered.has_flag(FlagCode.REASONING_DROPPED):
         # the message's reasoning was left out of the rendering (thinking off); the server's ids may well hold it
-        compared = render_turn_with_flags(turn, prof, True, call_index_offset=pending.call_index_offset, stop=pending.stop)
+        compared = render_turn_with_flags(turn, prof, True, call_index_offset=pending.call_index_offset or 0, stop=pending.stop)
         compared_ids = _encode_checked(compared, tok, "special", prof)
     why = disagreement(
         got,

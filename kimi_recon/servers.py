@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ._base.arguments import bool_argument, instance_argument
+from ._tool_call_ids import MODEL_NUMBERING_SEEN_TEXT, MODEL_TOOL_CALL_ID
 from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
 from .models import AssistantTurn
@@ -217,6 +218,7 @@ LOSSES: Final[Mapping[str, ParserLoss]] = dict(
         ),
         _loss("k3_calls_dropped", "k3", "calls are dropped when the request offered no tools", _any_turn),
         _loss("ids_rebuilt", "k2", "call ids are rebuilt by the server, not the model's", _calls),
+        _loss("ids_renumbered", "k2", "call ids are written by the server as functions.NAME:N from its own count of the calls so far", _calls),
         _loss("k3_json_block_dropped", "k3", "a json arguments block vanishes (arguments {})", _empty_object_arguments),
         _loss("k3_values_respelled", "k3", "argument values are decoded and re-encoded (1.50 -> 1.5, 1e2 -> 100.0)", _number_arguments),
         _loss("k3_calls_renumbered", "k3", "calls are renumbered", _several_calls),
@@ -314,7 +316,7 @@ SERVERS: Final[Mapping[str, ServerProfile]] = {
     "sglang==0.5.23": ServerProfile(
         "sglang==0.5.23",
         "SGLang 0.5.23 (KimiK2Detector, KimiK3Detector): ids rebuilt as functions.NAME:N from the calls so far",
-        frozenset((*_K2_COMMON, *_K3_COMMON, "ids_rebuilt")),
+        frozenset((*_K2_COMMON, *_K3_COMMON, "ids_rebuilt", "ids_renumbered")),
         _COUNTS_EVERY_ID,
         _SGLANG_IDS,
     ),
@@ -489,8 +491,9 @@ def server_flags(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server:
 
 
 def server_losses(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[tuple[str, Flag], ...]:
-    """``(loss name, flag)`` for each loss ``server`` can cause on a turn of this shape. Rebuilt call ids
-    are left out: the rebuild writes the model's own id (the ``replaced_tool_call_id`` flag says so)."""
+    """``(loss name, flag)`` for each loss ``server`` can cause on a turn of this shape. The call ids' losses
+    (:data:`CALL_ID_LOSSES`) are left out: the rebuild writes the model's own id (``replaced_tool_call_id``), and
+    ids the server wrote itself have flags of their own (:func:`rebuilt_call_id_flags`)."""
     instance_argument(turn, "turn", AssistantTurn, "an AssistantTurn")
     instance_argument(server, "server", ServerProfile, "a ServerProfile (see get_server)")
     bool_argument(thinking, "thinking")
@@ -516,6 +519,12 @@ _NEEDS_CALLS: Final[frozenset[ShapeTest]] = frozenset(
 )
 
 
+#: Losses of the call ids, not of the text: a server-issued id is rewritten in the model's format
+#: (``replaced_tool_call_id``), and ids a server writes in that format itself are checked against the model's
+#: numbering (:func:`rebuilt_call_id_flags`), so neither is a ``server_may_have_lost``.
+CALL_ID_LOSSES: Final[frozenset[str]] = frozenset({"ids_rebuilt", "ids_renumbered"})
+
+
 @functools.lru_cache(maxsize=64)
 def _losses_of_format(losses: frozenset[str], chat_format: str, with_calls: bool) -> tuple[tuple[str, ShapeTest], ...]:
     """(name, shape test) of each loss of a server that a turn of ``chat_format`` can show, in name order (on a
@@ -523,7 +532,7 @@ def _losses_of_format(losses: frozenset[str], chat_format: str, with_calls: bool
     return tuple(
         (name, LOSSES[name].applies)
         for name in sorted(losses)
-        if LOSSES[name].format == chat_format and name != "ids_rebuilt" and (with_calls or LOSSES[name].applies not in _NEEDS_CALLS)
+        if LOSSES[name].format == chat_format and name not in CALL_ID_LOSSES and (with_calls or LOSSES[name].applies not in _NEEDS_CALLS)
     )
 
 
@@ -547,6 +556,59 @@ def _loss_flag(server: str, name: str, fields: tuple[str, ...]) -> Flag:
         "Ask the server for the token ids (return_token_ids) or logprobs to rebuild exactly",
         fields[0],
     )
+
+
+def rebuilt_call_id_flags(turn: AssistantTurn, prof: ChatProfile, server: ServerProfile, call_index_offset: int | None) -> tuple[Flag, ...]:
+    """What the call ids of a K2.x turn say when ``server`` may write its own ``functions.NAME:N`` ids (its losses
+    hold ``ids_renumbered``: SGLang numbers the calls itself; an unknown server may): the id in the message is then
+    the server's count, not what the model wrote.
+
+    An id whose index is the model's own numbering (``call_index_offset`` calls before the turn plus its position)
+    is ``server_rebuilt_tool_call_id`` (unlikely: the model leaves that numbering rarely, the flag's ``seen``); one
+    whose index is another is ``tool_call_index_disagrees`` (risk: the server counted otherwise, e.g. the history
+    twice, or the model numbered otherwise; the id is kept). ``call_index_offset`` None: nothing said how many calls
+    came before the turn (0 is taken). A server-issued id in another format is the renderer's (``replaced_tool_call_id``)."""
+    if prof.format != "k2" or not turn.tool_calls or "ids_renumbered" not in server.losses:
+        return ()
+    offset = call_index_offset or 0
+    # ids the rebuild (or the OpenRouter adapter) wrote in place of a server's call_… are flagged as such already
+    replaced = {e.get("index") for e in turn.metadata.get("replaced_tool_call_ids", ()) if isinstance(e, Mapping)}
+    agreeing: list[str] = []
+    out: list[Flag] = []
+    for i, call in enumerate(turn.tool_calls):
+        found = MODEL_TOOL_CALL_ID.fullmatch(call.id) if call.id is not None and i not in replaced else None
+        if found is None:
+            continue
+        if int(found.group("index")) == offset + i:
+            agreeing.append(call.id or "")
+            continue
+        said = (
+            f"{offset} calls before this turn"
+            if call_index_offset is not None
+            else "no count of the calls before this turn given (0 taken; pass call_index_offset or the record's messages)"
+        )
+        out.append(
+            Flag(
+                FlagCode.TOOL_CALL_INDEX_DISAGREES,
+                f"server {server.name} may write its own call ids, and {call.id!r} numbers this call "
+                f"{found.group('index')} where the model's numbering gives {offset + i} ({said}, position {i}): the server "
+                "counted otherwise than the model (or the history given is not the whole); the id was kept as returned",
+                f"tool_calls[{i}].id",
+            )
+        )
+    if agreeing:
+        out.insert(
+            0,
+            Flag(
+                FlagCode.SERVER_REBUILT_TOOL_CALL_ID,
+                f"server {server.name} may write its own call ids ({', '.join(repr(a) for a in agreeing)} may be its count, "
+                "not what the model wrote); they follow the model's numbering (calls before this turn plus position), which "
+                "the model leaves rarely",
+                "tool_calls",
+                seen=MODEL_NUMBERING_SEEN_TEXT,
+            ),
+        )
+    return tuple(out)
 
 
 def server_of(record: Mapping[str, Any] | None, response: object, server: str | ServerProfile | None) -> ServerProfile:

@@ -194,7 +194,9 @@ def test_every_output_writes_the_same_flag_objects_and_training_columns_their_co
     codes = [FlagCode.REPLACED_TOOL_CALL_ID, FlagCode.COMPLETION_TOKENS_MISMATCH]
     assert [f.code for f in result.flags] == codes and result.flags[-1].delta == 5
     objects = flags_to_json(result.flags)
-    assert objects[0] == {"code": "replaced_tool_call_id", "severity": "risk", "message": result.flags[0].message, "field": "tool_calls[0].id"}
+    # the record's messages say no call came before the turn: the id is written at the index the model gives it
+    seen = result.flags[0].seen
+    assert objects[0] == {"code": "replaced_tool_call_id", "severity": "unlikely", "message": result.flags[0].message, "field": "tool_calls[0].id", "seen": seen}
     assert objects[1]["delta"] == 5 and objects[1]["field"] == "usage.completion_tokens"
     assert result.to_dict()["flags"] == objects
     (rebuilt,) = reconstruct_records([record], tok, progress=False)
@@ -264,8 +266,9 @@ def test_the_html_report_shows_the_codes_of_flag_objects_and_of_an_older_reports
     record = {"id": "r", "response": {"choices": [{"message": TURN, "finish_reason": "tool_calls"}]}, "reference_ids": ids[1:], "server": "none"}
     report = json.loads(json.dumps(audit_dataset([record], tok, progress=False).to_dict()))
     (worst,) = report["worst"]
-    assert [f["code"] for f in worst["flags"]] == ["replaced_tool_call_id"]
-    chip = '<span class="flag sev-risk">replaced_tool_call_id</span>'
+    # a record without its messages: how many calls came before the turn is not said
+    assert [f["code"] for f in worst["flags"]] == ["tool_call_index_assumed"]
+    chip = '<span class="flag sev-risk">tool_call_index_assumed</span>'
     assert chip in render_html(report)
-    worst["flags"] = ["replaced_tool_call_id"]  # how reports were written before flags became objects
+    worst["flags"] = ["tool_call_index_assumed"]  # how reports were written before flags became objects
     assert chip in render_html(report)

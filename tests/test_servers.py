@@ -229,13 +229,14 @@ def test_server_ids_without_the_stop_token_get_it_and_bad_ids_are_refused_by_nam
 # -- tool-call ids (issue 21) ------------------------------------------------------------------------
 
 
-def test_a_server_issued_call_id_is_rebuilt_as_the_models_own_flagged_as_an_assumed_index(tok: KimiTokenizer) -> None:
+def test_a_server_issued_call_id_is_rebuilt_as_the_models_own_at_the_index_said(tok: KimiTokenizer) -> None:
     truth = tok.encode("Hm.</think>" + CALL.replace(":0", ":2") + "<|im_end|>")
     message = {"reasoning_content": "Hm.", "tool_calls": [{**TOOL_CALL, "id": "call_8f2"}]}
     result = reconstruct_output_ids(message, tok, call_index_offset=2, server="none")
     assert result.ids == truth
     (flag,) = result.flags
-    assert flag.code is FlagCode.REPLACED_TOOL_CALL_ID and flag.severity is Severity.RISK and "call_8f2" in flag.message
+    assert flag.code is FlagCode.REPLACED_TOOL_CALL_ID and flag.severity is Severity.UNLIKELY and "call_8f2" in flag.message
+    assert flag.seen is not None and flag.seen.startswith("0 of 122 ")
     assert flag.field == "tool_calls[0].id"
 
 
@@ -326,7 +327,7 @@ def test_losses_of_shape_are_every_loss_of_the_servers_format_whose_test_finds_f
     every_loss = [
         (name, tuple(fields))
         for name in sorted(server.losses)
-        if LOSSES[name].format == prof.format and name != "ids_rebuilt" and (fields := LOSSES[name].applies(turn, prof, thinking))
+        if LOSSES[name].format == prof.format and name not in ("ids_rebuilt", "ids_renumbered") and (fields := LOSSES[name].applies(turn, prof, thinking))
     ]
     got = servers.losses_of_shape(turn, prof, thinking, server)
     assert [name for name, _ in got] == [name for name, _ in every_loss]

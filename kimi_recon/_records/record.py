@@ -399,14 +399,13 @@ def _pending_of(rec: Mapping[str, Any], tok: KimiTokenizer, profile: str | None,
     # the mode is stated when the call or the record (or its request) says it; else it is on by default, and a
     # message without reasoning says so (thinking_assumed)
     stated = thinking is not None or _record_thinking(rec) is not None
+    said: int | None = offset
     if turn.tool_calls and rec.get("call_index_offset") is None:
         # the model numbers its calls across the conversation: count those of the record's messages, as the
-        # training rows do (a replaced server call id is rebuilt at that index)
-        counted = calls_before_the_turn(rec.get("messages"))
-        if counted is not None:
-            offset = counted
+        # training rows do (a replaced server call id is rebuilt at that index); no messages: not said
+        said = calls_before_the_turn(rec.get("messages"))
     # (record_server's reading, with the response found once)
-    pending = _rendered_for_ids(turn, tok, prof, think if stated else None, call_index_offset=offset, stop=None, server=server_of(rec, response, server))
+    pending = _rendered_for_ids(turn, tok, prof, think if stated else None, call_index_offset=said, stop=None, server=server_of(rec, response, server))
     if profile is None and rec.get("profile") is None:  # the format came from the model id, or was assumed
         pending = pending._replace(rendered=_with_assumed_profile(pending.rendered, model if model is not None else rec.get("model")))
     return pending

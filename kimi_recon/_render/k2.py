@@ -5,7 +5,7 @@ re-exports it and the marker texts."""
 from __future__ import annotations
 
 from .._base.arguments import instance_argument
-from .._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
+from .._tool_call_ids import MODEL_NUMBERING_SEEN_TEXT, MODEL_TOOL_CALL_ID, model_tool_call_id
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from ..profiles import ChatProfile
@@ -81,8 +81,10 @@ def _render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, c
                         Flag(
                             FlagCode.REPLACED_TOOL_CALL_ID,
                             f"id {call_id!r} was issued by a server, not written by the model; wrote the model's own "
-                            f"{written!r} (the index {call_index_offset + i} is assumed: calls before this turn + position)",
+                            f"{written!r} at the index its template gives ({call_index_offset} calls before this turn + "
+                            f"position {i}); the model numbers otherwise rarely",
                             f"{where}.id",
+                            seen=MODEL_NUMBERING_SEEN_TEXT,
                         )
                     )
                     call_id = written

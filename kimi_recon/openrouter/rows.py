@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._base.arguments import instance_argument, int_argument
+from .._tool_call_ids import MODEL_NUMBERING_SEEN_TEXT
 from ..flags import Flag, FlagCode, flags_to_json
 from ..models import AssistantTurn
 from ..usage_check import TokenCounts
@@ -59,8 +60,9 @@ def adapter_flags(turn: AssistantTurn, thinking: bool) -> list[Flag]:
             Flag(
                 FlagCode.REPLACED_TOOL_CALL_ID,
                 f"server id {entry['id']!r} replaced by {entry['suggested_id']!r}, the model's own format at the "
-                "conversation-wide index; the id the model actually wrote is not known",
+                "conversation-wide index (the request's calls before the turn + position), which the model leaves rarely",
                 f"tool_calls[{entry['index']}].id",
+                seen=MODEL_NUMBERING_SEEN_TEXT,
             )
         )
     if thinking and turn.reasoning is None and turn.reasoning_complete:

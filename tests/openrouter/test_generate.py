@@ -90,6 +90,8 @@ def test_every_prompt_ends_as_exactly_one_row_with_ids_usage_and_cost(fake: Fake
     # and an OpenRouter provider is a server kimi-recon cannot name: what any server parser loses is flagged
     codes = [f["code"] for f in t["flags"] if not f["code"].endswith("_tokens_mismatch")]
     assert codes[0] == "replaced_tool_call_id" and set(codes[1:]) == {"server_may_have_lost", "server_rare_loss"}
+    # the request holds the calls before the turn: the index is counted, not assumed
+    assert t["flags"][0]["severity"] == "unlikely" and t["flags"][0]["seen"].startswith("0 of 122 ")
     assert all("server unknown" in f["message"] for f in t["flags"] if f["code"] in ("server_may_have_lost", "server_rare_loss"))
     assert t["response"]["choices"][0]["message"]["tool_calls"][0]["id"] == "call_srv1"  # raw stays raw
 

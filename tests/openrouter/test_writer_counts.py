@@ -24,11 +24,12 @@ from kimi_recon.usage_stats import TokenCountTally
 
 #: sha256 of out.jsonl (each row's elapsed_s, a wall-clock figure, written as 0), per prompt_from, as the
 #: writer that re-read token_counts wrote it, re-recorded when server_rare_loss (with "seen") replaced some
-#: server_may_have_lost flags. A change of the row format changes them: re-record with
+#: server_may_have_lost flags, and again when a call id the server may have written got its own flag
+#: (server_rebuilt_tool_call_id). A change of the row format changes them: re-record with
 #: KIMI_PRINT_DIGESTS=1 python -m pytest tests/openrouter/test_writer_counts.py -s, after checking the rows.
 DIGESTS_BEFORE = {
-    "counter": "da56aa6cc94c88262b1303590348046f86116152318e4f80bc048ec9d84aeb3e",
-    "training_sample": "b93b7a052ec0df4908925eb7c91b78646be57205184bcd50a208b9460a7ebbfe",
+    "counter": "e9df32d5213333349e16bc333b0e6fe6d221ddbdd9900c3289a1439dd23641d8",
+    "training_sample": "35575b04c85a7059c06d1a3c2d323c0f018627dce25bce3d877832df2e8f8bb2",
 }
 
 
