@@ -52,19 +52,34 @@ class Convention(enum.Enum):
     for the turn, ``</think>`` for the reasoning) not counted. ``WITH_EOS``: the closing token counted
     and an ``[EOS]`` after it too (the turn only). ``WITHOUT_MARKERS``: the reasoning without the
     ``<think>`` the model wrote and its ``</think>`` (vLLM's reasoning parser counts K2-Thinking so).
+    ``WITH_OPENER`` / ``WITHOUT_OPENER`` (K3): the three tokens that open the answer (``<|open|>think<|sep|>`` or
+    ``<|open|>response<|sep|>``), which the official template ends the prompt with, counted in ``completion_tokens``
+    (the vendor's template leaves them to the model) / in neither count (``prompt_tokens`` three short); vendors
+    differ (TensorRT-LLM #17845; the Kimi-Vendor-Verifier allows ``prompt_tokens`` +3).
     """
 
     EXACT = "exact"
     WITHOUT_STOP = "without_stop"
     WITH_EOS = "with_eos"
     WITHOUT_MARKERS = "without_markers"
+    WITH_OPENER = "with_opener"
+    WITHOUT_OPENER = "without_opener"
 
     def expected(self, rebuilt: int) -> int:
         """The count a server following this convention reports for ``rebuilt`` ids."""
         return rebuilt + _OFFSETS[self]
 
 
-_OFFSETS = {Convention.EXACT: 0, Convention.WITHOUT_STOP: -1, Convention.WITH_EOS: 1, Convention.WITHOUT_MARKERS: -2}
+#: (K3's answer opens with three tokens: ``<|open|>``, ``think`` or ``response``, ``<|sep|>``)
+_K3_OPENER = 3
+_OFFSETS = {
+    Convention.EXACT: 0,
+    Convention.WITHOUT_STOP: -1,
+    Convention.WITH_EOS: 1,
+    Convention.WITHOUT_MARKERS: -2,
+    Convention.WITH_OPENER: _K3_OPENER,
+    Convention.WITHOUT_OPENER: -_K3_OPENER,
+}
 
 
 @dataclass(frozen=True)
@@ -189,12 +204,15 @@ def check_count(
     eos_allowed: bool = False,
     allowed: Collection[Convention] | None = None,
     opened: bool = False,
+    prompt_opens: bool = False,
 ) -> CountCheck:
     """``reported`` against ``rebuilt`` ids; ``closed``: the ids end with their span's closing token
     (so a server may leave it out); ``eos_allowed``: a server may count an ``[EOS]`` after it.
     ``allowed`` pins the conventions the server follows (None: any that applies), so a row that fits
     only another one is a mismatch, not explained away. ``opened``: the ids also start with their span's
-    opening token (K2-Thinking's ``<think>``), which a server may leave out with the closing one."""
+    opening token (K2-Thinking's ``<think>``), which a server may leave out with the closing one.
+    ``prompt_opens``: the prompt ends with the three tokens that open a K3 answer, which a vendor may count as
+    generated (``field`` the completion: ``WITH_OPENER``) or in neither count (the prompt: ``WITHOUT_OPENER``)."""
     reported = int_argument(reported, "reported")
     rebuilt = int_argument(rebuilt, "rebuilt", minimum=0)
     conventions = [Convention.EXACT]
@@ -204,6 +222,8 @@ def check_count(
             conventions.append(Convention.WITH_EOS)
         if opened:
             conventions.append(Convention.WITHOUT_MARKERS)
+    if prompt_opens:
+        conventions.append(Convention.WITHOUT_OPENER if field == PROMPT else Convention.WITH_OPENER)
     if allowed is not None:
         conventions = [c for c in conventions if c in allowed]
     found = next((c for c in conventions if c.expected(rebuilt) == reported), None)
@@ -274,6 +294,7 @@ def check_token_counts(
     think_begin_id: int | None = None,
     reasoning_ran_into: int | None = None,
     think_end_unsure: bool = False,
+    prompt_opens: bool = False,
 ) -> TokenCounts:
     """Every figure of ``usage`` that can be checked, against ``output_ids`` and ``prompt_len``.
 
@@ -286,7 +307,8 @@ def check_token_counts(
     has no ``</think>`` (see :func:`reasoning_span`). ``think_end_unsure``: the ids start with a ``</think>`` the
     model may not have written (thinking was assumed on for a turn without reasoning): a figure one short, which
     would read as the count without the closing token, fits the turn without that ``</think>`` as well, so it is
-    not taken as agreement.
+    not taken as agreement. ``prompt_opens``: the prompt ends with the three tokens that open a K3 answer (see
+    :class:`Convention`).
     """
     output_ids = _checked_ids(output_ids)
     prompt_len = int_argument(prompt_len, "prompt_len", minimum=0, none=True)
@@ -296,11 +318,12 @@ def check_token_counts(
     prompt_reported, completion_reported, reasoning_reported = reported_counts(usage)
     allowed = _conventions(completion_conventions)
     think_end_unsure = bool_argument(think_end_unsure, "think_end_unsure")
+    prompt_opens = bool_argument(prompt_opens, "prompt_opens")
     completion = reasoning = prompt = None
     if output_ids is not None and completion_reported is not None:
         closed = bool(output_ids) and output_ids[-1] == stop_id
         completion = check_count(
-            COMPLETION, completion_reported, len(output_ids), closed=closed, eos_allowed=eos_id is not None, allowed=allowed
+            COMPLETION, completion_reported, len(output_ids), closed=closed, eos_allowed=eos_id is not None, allowed=allowed, prompt_opens=prompt_opens
         )
     if output_ids is not None and reasoning_reported is not None:
         span = reasoning_span(output_ids, think_end_id, cut_in_reasoning=cut_in_reasoning, ran_into=reasoning_ran_into)
@@ -308,7 +331,7 @@ def check_token_counts(
             opened = think_begin_id is not None and bool(output_ids) and output_ids[0] == think_begin_id
             reasoning = check_count(REASONING, reasoning_reported, span[0], closed=span[1], opened=opened)
     if prompt_len is not None and prompt_reported is not None:
-        prompt = check_count(PROMPT, prompt_reported, prompt_len, closed=False)
+        prompt = check_count(PROMPT, prompt_reported, prompt_len, closed=False, prompt_opens=prompt_opens)
     if think_end_unsure and output_ids and think_end_id is not None and output_ids[0] == think_end_id:
         completion = _ambiguous(completion, "the turn without its stop token, or the turn without the leading </think> (thinking off)")
         reasoning = _ambiguous(reasoning, "the reasoning without its </think>, or no reasoning at all (thinking off)")
@@ -383,4 +406,5 @@ def check_with_profile(
         think_begin_id=markers.get("<think>") if prof.thinking_style == "model_opens" else None,
         reasoning_ran_into=markers.get("<|tool_calls_section_begin|>") if reasoning_into_tools else None,
         think_end_unsure=think_end_unsure,
+        prompt_opens=prof.format == "k3",
     )

@@ -99,6 +99,29 @@ def test_prompt_count_agrees_only_when_equal(prompt_len: int, shift: int) -> Non
     assert counts.prompt.delta == count - prompt_len
 
 
+@given(st.lists(st.integers(0, 163_583), max_size=30), st.integers(0, 3000), st.integers(-6, 6), st.integers(-6, 6), st.sampled_from(["kimi-k3", "kimi-k2.5"]))
+def test_k3s_answer_opener_may_be_counted_as_generated_or_in_neither_count_and_nothing_else(
+    body: list[int], prompt_len: int, completion_shift: int, prompt_shift: int, profile: str
+) -> None:
+    """K3's prompt ends with the three tokens that open the answer (``<|open|>think<|sep|>``); vendors count them in
+    ``completion_tokens`` or in neither count (TensorRT-LLM #17845). Only K3, only those three, only when unpinned."""
+    prof = get_profile(profile)
+    ids = [*body, prof.stop_token_id]
+    assume(len(ids) + completion_shift >= 0)
+    usage = {"completion_tokens": len(ids) + completion_shift, "prompt_tokens": max(0, prompt_len + prompt_shift)}
+    counts = check_with_profile(usage, ids, prompt_len, profile)
+    k3 = profile == "kimi-k3"
+    completion_ok = {0, -1, 1} | ({3} if k3 else set())
+    prompt_ok = {0} | ({-3} if k3 and prompt_len >= 3 else set())
+    assert counts.completion is not None and counts.completion.agrees == (completion_shift in completion_ok)
+    assert counts.prompt is not None and counts.prompt.agrees == (usage["prompt_tokens"] - prompt_len in prompt_ok)
+    if k3 and completion_shift == 3:
+        assert counts.completion.convention is Convention.WITH_OPENER
+        # a server pinned to count every generated id (vLLM, SGLang) does not count the prompt's opener
+        pinned = check_with_profile(usage, ids, prompt_len, profile, completion_conventions={"exact"})
+        assert pinned.completion is not None and not pinned.completion.agrees
+
+
 def test_stop_token_comes_from_the_profile() -> None:
     # A format that ends its turns with another token (as K3 may with [EOS] alone): the profile says which.
     eos_ended = replace(get_profile("kimi-k2.5"), name="eos-ended", stop_token="[EOS]", stop_alternatives=())
