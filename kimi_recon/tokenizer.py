@@ -16,7 +16,7 @@ import numbers
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -352,6 +352,8 @@ class KimiTokenizer:
         *,
         allowed_special: Literal["all"] | Set[str] | bool = "all",
         allow_special: bool | None = None,
+        disallowed_special: Literal["all"] | Collection[str] = (),
+        add_special_tokens: bool = False,
     ) -> list[int]:
         """Token ids of ``text``, as the official ``TikTokenTokenizer.encode(text)`` returns them.
 
@@ -359,8 +361,14 @@ class KimiTokenizer:
         special-token text as its id; a set of texts only those; ``set()`` (or False) none. Unlike tiktoken,
         special-token text that is not allowed is encoded as ordinary text (what the official Kimi tokenizer
         does with ``allow_special_tokens=False``), never an error. ``allow_special`` is the old spelling
-        (deprecated).
+        (deprecated). ``disallowed_special`` is tiktoken's too, and means what it means there: a special-token
+        text it names (``"all"``: every one not allowed) found in ``text`` raises :class:`InvalidInputError` (a
+        ``ValueError``, as tiktoken's); the default ``()`` raises for none, so ``encode(text, disallowed_special=())``
+        works as in tiktoken code. ``add_special_tokens`` is transformers' word and changes nothing: the Kimi
+        tokenizer adds no token either way (a prompt opens with its chat template's own text).
         """
+        if disallowed_special or add_special_tokens is not False:
+            self._check_habit_options(text, allowed_special, disallowed_special, add_special_tokens)
         if allow_special is not None:
             warnings.warn(
                 "KimiTokenizer.encode(allow_special=...) is deprecated; use allowed_special= (tiktoken's name): "
@@ -543,6 +551,71 @@ class KimiTokenizer:
 
     # -- the names tiktoken and transformers users look for, where they mean the same thing ---------------------
 
+    def _check_habit_options(self, text: object, allowed: object, disallowed: object, add_special_tokens: object) -> None:
+        """``encode``'s ``disallowed_special`` (tiktoken's meaning) and ``add_special_tokens`` (a bool, nothing added)."""
+        if not isinstance(add_special_tokens, bool):
+            raise InvalidInputTypeError(f"must be True or False, got {preview(add_special_tokens)}", field="add_special_tokens")
+        if not disallowed:
+            return
+        _check_text(text)
+        assert isinstance(text, str)
+        if disallowed == "all":
+            named: frozenset[str] = frozenset(self._special)
+        elif isinstance(disallowed, str) or not isinstance(disallowed, Collection):
+            raise InvalidInputError(f'must be "all" or a collection of special-token texts, got {preview(disallowed)}', field="disallowed_special")
+        else:
+            named = frozenset(t for t in disallowed if isinstance(t, str))
+        if allowed is True or allowed == "all":
+            named = frozenset()
+        elif isinstance(allowed, Set):
+            named -= frozenset(allowed)
+        found = sorted(t for t in named if t in text)
+        if found:
+            raise InvalidInputError(
+                f"holds the special-token text {found[0]!r}, which disallowed_special refuses: pass allowed_special={{{found[0]!r}}} "
+                "to read it as its id, or disallowed_special=() to encode it as ordinary text",
+                field="text",
+            )
+
+    def encode_ordinary_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """tiktoken's name: :meth:`encode_ordinary` of each text."""
+        return self.encode_many(texts, allowed_special=set())
+
+    def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]:
+        """tiktoken's name: :meth:`decode` of each id list."""
+        return self.batch_decode(batch)
+
+    def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
+        """tiktoken's name: the bytes of each id (:meth:`token_bytes`)."""
+        return [self._encoding.decode_single_token_bytes(i) for i in self._checked(tokens)]
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """tiktoken's name: the one id of a text or bytes that is exactly one token (a special-token text is its
+        id); raises :class:`InvalidInputError` (a ``ValueError``; tiktoken raises ``KeyError``) otherwise."""
+        if isinstance(text_or_bytes, str):
+            special = self._special.get(text_or_bytes)
+            if special is not None:
+                return special
+            data = text_or_bytes.encode("utf-8", errors="surrogatepass")
+        elif isinstance(text_or_bytes, (bytes, bytearray)):
+            data = bytes(text_or_bytes)
+        else:
+            raise InvalidInputTypeError(f"must be a str or bytes, got {type(text_or_bytes).__name__}", field="text_or_bytes")
+        found = self.id_of_bytes(data)
+        if found is None:
+            raise InvalidInputError(f"{preview(text_or_bytes)} is not one token of this vocabulary", field="text_or_bytes")
+        return found
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        """tiktoken's name: every special-token text (reserved slots included)."""
+        return set(self._special)
+
+    @property
+    def max_token_value(self) -> int:
+        """tiktoken's name: the highest id (special slots included)."""
+        return max(self._encoding.max_token_value, max(self._special.values(), default=0))
+
     def encode_ordinary(self, text: str) -> list[int]:
         """tiktoken's name: the ids of ``text`` with every special-token text read as ordinary text
         (``encode(text, allowed_special=set())``).
@@ -587,6 +660,87 @@ class KimiTokenizer:
     def pad_token_id(self) -> int | None:
         """transformers' name: the id of ``[PAD]`` (163839)."""
         return self._special.get("[PAD]")
+
+    @property
+    def bos_token(self) -> str | None:
+        """transformers' name: ``[BOS]``, as the official tokenizer config sets it (no Kimi prompt starts with it)."""
+        return "[BOS]" if "[BOS]" in self._special else None
+
+    @property
+    def bos_token_id(self) -> int | None:
+        """transformers' name: the id of ``[BOS]`` (163584)."""
+        return self._special.get("[BOS]")
+
+    @property
+    def unk_token(self) -> str | None:
+        """transformers' name: ``[UNK]``, as the official tokenizer config sets it (byte-level BPE has no unknown text)."""
+        return "[UNK]" if "[UNK]" in self._special else None
+
+    @property
+    def unk_token_id(self) -> int | None:
+        """transformers' name: the id of ``[UNK]`` (163838)."""
+        return self._special.get("[UNK]")
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """transformers' name: the tokens the config marks special, as transformers lists them: ``[BOS]``, ``[EOS]``,
+        ``[UNK]``, ``[PAD]``, then the others by id (``<|im_end|>``, ...; not ``</think>`` or the tool-call markers,
+        which the config does not mark special)."""
+        roles = [t for t in ("[BOS]", "[EOS]", "[UNK]", "[PAD]") if t in self._special]
+        if self.added_tokens:
+            marked = [a.text for _, a in sorted(self.added_tokens.items()) if a.special]
+        else:
+            marked = [t.text for t in registry_matching(self._special_by_id).named() if t.special]
+        return roles + [t for t in marked if t not in roles]
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        """transformers' name: the ids of :attr:`all_special_tokens`, in that order."""
+        return [self._special[t] for t in self.all_special_tokens]
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """transformers' name: the inverse of :meth:`convert_ids_to_tokens` (a special token's text, or a token's
+        bytes in GPT-2's byte-level alphabet, ``"Ġhello"``). A string that is no token raises
+        :class:`InvalidInputError` naming it, where transformers would give ``[UNK]``'s id without a word."""
+        if isinstance(tokens, str):
+            return self._token_id(tokens)
+        if not isinstance(tokens, Sequence):
+            raise InvalidInputTypeError(f"must be a token string or a list of them, got {type(tokens).__name__}", field="tokens")
+        return [self._token_id(t) for t in tokens]
+
+    def _token_id(self, token: object) -> int:
+        if not isinstance(token, str):
+            raise InvalidInputTypeError(f"must be a token string, got {type(token).__name__}", field="tokens")
+        special = self._special.get(token)
+        if special is not None:
+            return special
+        inverse = _unicode_to_byte()
+        if all(c in inverse for c in token):
+            found = self.id_of_bytes(bytes(inverse[c] for c in token))
+            if found is not None:
+                return found
+        raise InvalidInputError(f"{token!r} is no token of this vocabulary (tokens are spelled as convert_ids_to_tokens gives them)", field="tokens")
+
+    def tokenize(self, text: str) -> list[str]:
+        """transformers' name: the tokens of ``text`` (:meth:`encode`, then :meth:`convert_ids_to_tokens`)."""
+        tokens = self.convert_ids_to_tokens(self.encode(text))
+        assert isinstance(tokens, list)
+        return tokens
+
+    def get_vocab(self) -> dict[str, int]:
+        """transformers' name: every token as :meth:`convert_ids_to_tokens` spells it -> its id."""
+        chars = byte_to_unicode()
+        vocab = {"".join(chars[b] for b in piece): i for piece, i in self.mergeable_ranks.items()}
+        vocab.update(self._special)
+        return vocab
+
+    def __getattr__(self, name: str) -> Any:
+        # Names other tokenizers have and this one does not, because here they would mean something else: say
+        # what to use instead of a bare AttributeError.
+        hint = _NOT_HERE.get(name)
+        if hint is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise AttributeError(f"KimiTokenizer has no {name}: {hint}")
 
     def __call__(self, text: str | Sequence[str]) -> dict[str, Any]:
         """transformers' habit ``tokenizer(text)``: ``{"input_ids": ids, "attention_mask": [1, ...]}`` (a list of
@@ -634,6 +788,22 @@ class KimiTokenizer:
             bad = next(i for i in ids if not 0 <= i < n)
             raise InvalidInputError(f"id {bad} is outside the vocabulary (0..{n - 1})", field="ids")
         return ids
+
+
+#: What to use instead of a name other tokenizers have (see ``KimiTokenizer.__getattr__``).
+_NOT_HERE: Mapping[str, str] = {
+    "apply_chat_template": "render the prompt with kimi_recon.render_prompt(messages, tools, profile=...) and encode it "
+    "(or build_training_sample for prompt + output ids); or `kimi-recon export-tokenizer DIR` and transformers' "
+    "AutoTokenizer.from_pretrained(DIR).apply_chat_template (K2.x)",
+    "save_pretrained": "`kimi-recon export-tokenizer DIR` (kimi_recon.fast_tokenizer.export_tokenizer) writes tokenizer.json and its config",
+    "from_pretrained": "kimi_recon.load_tokenizer() (bundled K2.5), load_tokenizer(profile='kimi-k3'), or load_tokenizer(path or Hub id)",
+    "eos_token_ids": "eos_token_id ([EOS] 163585); a Kimi turn ends on <|im_end|> 163586 (ChatProfile.stop_token_id)",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _unicode_to_byte() -> dict[str, int]:
+    return {c: b for b, c in byte_to_unicode().items()}
 
 
 def load_tokenizer(source: object = None, *, verify_hash: bool = True, profile: str | ChatProfile | None = None) -> KimiTokenizer:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from testdata import OFFICIAL, read_jsonl
@@ -112,7 +113,7 @@ def test_max_length_in_the_library_flags_at_the_boundary(tok: KimiTokenizer) -> 
 
 
 def test_parquet_rows_load_in_datasets_as_the_jsonl_rows_do(tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
+    datasets = require("datasets")
     data = _write(tmp_path / "in.jsonl", [*RECORDS[:12], {"id": "no-response", "messages": RECORDS[0]["messages"]}])
     assert main(["build-samples", str(data), "-o", str(tmp_path / "rows.jsonl"), "-q"]) == 1
     assert main(["build-samples", str(data), "-o", str(tmp_path / "rows.parquet"), "-q"]) == 1
@@ -133,7 +134,7 @@ def _result(i: int, row_id: str, ids: list[int], prompt_len: int) -> SampleResul
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.text(max_size=8), st.lists(st.integers(0, 163_839), min_size=1, max_size=40), st.integers(0, 39)), max_size=12))
 def test_parquet_round_trips_any_rows(rows: list[tuple[str, list[int], int]]) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = require("pyarrow.parquet")
     import tempfile
 
     results = [_result(i, rid, ids, min(p, len(ids) - 1)) for i, (rid, ids, p) in enumerate(rows)]
@@ -145,7 +146,7 @@ def test_parquet_round_trips_any_rows(rows: list[tuple[str, list[int], int]]) ->
 
 
 def test_parquet_row_groups_stay_small(tmp_path: Path) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = require("pyarrow.parquet")
     results = [_result(i, f"r{i}", list(range(1000)), 10) for i in range(3000)]  # 3 M ids
     path = str(tmp_path / "rows.parquet")
     write_training_rows(iter(results), path)
@@ -154,7 +155,7 @@ def test_parquet_row_groups_stay_small(tmp_path: Path) -> None:
 
 
 def test_a_lone_surrogate_id_is_a_failed_record_in_parquet(tmp_path: Path) -> None:
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = require("pyarrow.parquet")
     path = str(tmp_path / "rows.parquet")
     summary = write_training_rows(iter([_result(0, "ok", [1, 2], 1), _result(1, "bad\ud800", [1, 2], 1)]), path)
     assert (summary.rows, summary.errors) == (1, 1)
@@ -163,7 +164,7 @@ def test_a_lone_surrogate_id_is_a_failed_record_in_parquet(tmp_path: Path) -> No
 
 
 def test_an_interrupted_parquet_write_keeps_the_old_file(tmp_path: Path) -> None:
-    pytest.importorskip("pyarrow.parquet")
+    require("pyarrow.parquet")
     path = tmp_path / "rows.parquet"
     path.write_bytes(b"old")
 

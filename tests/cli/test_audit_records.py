@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 
 from kimi_recon import load_tokenizer
 from kimi_recon._batch.sample import SAMPLE_PATH
@@ -50,7 +51,7 @@ def test_records_writes_one_verdict_per_record_in_input_order(tmp_path: Path) ->
 
 
 def test_records_load_as_a_table() -> None:
-    datasets = pytest.importorskip("datasets")
+    datasets = require("datasets")
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:

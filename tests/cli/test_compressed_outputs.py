@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 from testdata import OFFICIAL, read_jsonl
 
 from kimi_recon import load_tokenizer
@@ -42,7 +43,7 @@ def test_reconstruct_to_a_gz_name_writes_gzip(tmp_path: Path) -> None:
 
 
 def test_build_samples_to_a_gz_name_loads_in_datasets_and_keeps_its_errors_beside_it(tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
+    datasets = require("datasets")
     data = _write(tmp_path / "in.jsonl", [*RECORDS, {"id": "no-response", "messages": RECORDS[0]["messages"]}])
     assert main(["build-samples", str(data), "-o", str(tmp_path / "rows.jsonl"), "-q"]) == 1
     assert main(["build-samples", str(data), "-o", str(tmp_path / "rows.jsonl.gz"), "-q"]) == 1
@@ -71,7 +72,7 @@ def test_a_zst_name_without_zstandard_stops_before_any_output(tmp_path: Path, mo
 
 
 def test_a_zst_name_writes_zstandard(tmp_path: Path) -> None:
-    zstandard = pytest.importorskip("zstandard")
+    zstandard = require("zstandard")
     out = tmp_path / "ids.jsonl.zst"
     main(["reconstruct", SAMPLE, "-o", str(out), "-q"])
     text = zstandard.ZstdDecompressor().stream_reader(out.read_bytes()).read().decode("utf-8")
