@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ._base.cli_common import shell_status, sigterm_as_interrupt
-from ._base.files import atomic_output, check_input, is_stdio, read_whole, refuse_output_is_input, to_json_line
+from ._base.files import atomic_output, check_input, check_output_name, is_stdio, read_whole, refuse_output_is_input, to_json_line
 from ._base.terminal import terminal_safe
 from .errors import InputFileError, InvalidInputError, KimiReconError
 
@@ -50,18 +50,30 @@ def cmd_audit_tokens(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
-def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | None]]) -> None:
-    """Inputs exist and are readable, no output is the input, and no two outputs are one file: checked
-    before any output is opened."""
+def _check_files(args: argparse.Namespace, outputs: Sequence[tuple[str, str | None]], parquet: str | None = None) -> None:
+    """Inputs exist and are readable, no output is the input, no two outputs are one file, and each output's
+    name says a format the command writes (``parquet``: the option that may be Parquet): checked before any
+    output is opened."""
     from ._batch.report_io import check_distinct_outputs
+    from ._batch.training_rows import check_parquet_writer, is_parquet
     from .tokenizer import tokenizer_files
 
     check_input(args.input)
     # every file the command reads is an input no output may replace: the chat template, the tokenizer's files too
     inputs = [args.input, *(p for p in (getattr(args, "chat_template", None),) if p is not None), *tokenizer_files(getattr(args, "tokenizer", None))]
     for option, path in outputs:
-        if path is not None:
-            refuse_output_is_input(path, inputs, field=option)
+        if path is None:
+            continue
+        refuse_output_is_input(path, inputs, field=option)
+        if is_parquet(path) and option != parquet:
+            what = "training rows (build-samples, export)" if parquet is None else "the training rows (-o)"
+            raise InvalidInputError(
+                f"{path} names a Parquet file, but this output is JSON text: name it .jsonl (or .jsonl.gz); Parquet is written for {what}",
+                field=option,
+            )
+        if option == parquet:
+            check_parquet_writer(path, option)
+        check_output_name(path, option)
     check_distinct_outputs(outputs)
 
 
@@ -75,7 +87,7 @@ def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: 
 
     done = failed = 0
     by_severity = dict.fromkeys(SEVERITY_NAMES, 0)
-    with atomic_output(args.output) as out:
+    with atomic_output(args.output, "--output") as out:
         for row in rows:
             failed += row.get("error") is not None
             done += 1
@@ -199,13 +211,12 @@ def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: 
 
 
 def cmd_build_samples(args: argparse.Namespace) -> int:
-    from ._batch.training_rows import build_samples, check_parquet_writer, write_training_rows
+    from ._batch.training_rows import build_samples, write_training_rows
 
     _check_options(args)
     if args.drop_over_length and args.max_length is None:
         raise InvalidInputError("needs --max-length N: the length over which rows are left out", field="--drop-over-length")
-    _check_files(args, _training_outputs(args))
-    check_parquet_writer(args.output)
+    _check_files(args, _training_outputs(args), parquet="--output")
     template = None
     if args.chat_template is not None:
         check_input(args.chat_template, "--chat-template")
@@ -230,11 +241,10 @@ def cmd_build_samples(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ._batch.training_rows import check_parquet_writer, write_training_rows
+    from ._batch.training_rows import write_training_rows
     from .openrouter.export import export_rows
 
-    _check_files(args, _training_outputs(args))
-    check_parquet_writer(args.output)
+    _check_files(args, _training_outputs(args), parquet="--output")
     results = export_rows(
         args.input, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated, tokenizer=_tokenizer(args)
     )

@@ -375,6 +375,13 @@ def atomic_output(path: PathArg, field: str = "output") -> Iterator[TextIO]:
             yield text
 
 
+def check_output_name(path: PathArg, field: str = "output") -> None:
+    """Raise :class:`OutputFileError` before any work when an output's name asks for what cannot be written
+    here (a ``.zst`` name without the zstandard package)."""
+    if not is_stdio(path) and output_compression(path) == "zst":
+        _zstandard(path, field)
+
+
 def output_compression(path: PathArg) -> str | None:
     """``"gz"`` or ``"zst"`` when an output named ``path`` is written compressed (its name ends so, any case), else None."""
     name = os.fspath(path).lower()

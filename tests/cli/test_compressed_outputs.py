@@ -91,3 +91,25 @@ def test_reconstruct_rows_name_the_chat_format_they_were_rebuilt_in(tmp_path: Pa
     # K3's own markers, not K2.5's <|im_end|>: the row's profile is the one its ids are in
     k3_tok = load_tokenizer(profile="kimi-k3")
     assert k3_tok.decode(rows[0]["output_ids"][-1:]) == "<|end_of_msg|>" and rows[1]["output_ids"][-1] == 163586
+
+
+def test_a_parquet_name_for_json_text_is_refused_before_any_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``reconstruct -o ids.parquet`` wrote JSON Lines under a Parquet name; only training rows are Parquet."""
+    for command in (["reconstruct", SAMPLE, "-o", str(tmp_path / "ids.parquet")], ["audit", SAMPLE, "--json", str(tmp_path / "r.parquet")],
+                    ["audit", SAMPLE, "--records", str(tmp_path / "v.parquet")]):
+        assert main(command) == 2
+        out, err = capsys.readouterr()
+        assert "Parquet" in err and command[-2] in err and out == ""
+    data = _write(tmp_path / "in.jsonl", RECORDS[:1])
+    assert main(["build-samples", str(data), "-o", str(tmp_path / "rows.jsonl"), "--errors", str(tmp_path / "e.parquet")]) == 2
+    assert "--errors" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_a_zst_report_name_without_zstandard_stops_before_the_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    assert main(["audit", "--sample", "--json", str(tmp_path / "r.json.zst")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--json" in err and "zstandard" in err  # no summary: nothing was audited
+    assert main(["reconstruct", SAMPLE, "-o", str(tmp_path / "ids.jsonl.zst")]) == 2
+    assert "field '--output'" in capsys.readouterr().err
