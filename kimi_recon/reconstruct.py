@@ -28,7 +28,7 @@ from .responses import as_turn
 from .segments import encode_rendered_together, encode_segments, marker_ids, surrogate_flags
 from .servers import IDS_FIELDS_AS_GENERATED, ServerProfile, get_server, losses_of_shape, named_or_detected, rebuilt_call_id_flags, server_losses
 from .tokenizer import KimiTokenizer, checked_tokenizer, tokenizer_for_profile
-from .usage_check import Convention, reported_counts
+from .usage_check import Convention, TokenCounts, check_with_profile, reported_counts
 
 SpecialTextMode = Literal["special", "ordinary"]
 #: How the ids were obtained (see :class:`Reconstruction`).
@@ -157,17 +157,69 @@ def reconstruct_output_ids(
     lose whatever any known parser loses). Each loss it can cause on a turn of this shape is flagged
     ``server_may_have_lost``, unless the evidence rules it out: the generated ids the server returned
     (``metadata["server_token_ids"]``, then used as the ids), logprobs covering the whole output, or
-    ``usage.completion_tokens`` (``usage``, else the response's) counted as the named server counts.
+    ``usage.completion_tokens`` (``usage``, else the response's) counted as the named server counts. A figure of
+    that usage the ids contradict is flagged (``completion_tokens_mismatch``, ``reasoning_tokens_mismatch``,
+    loss), as every door flags the same turn; ``prompt_tokens`` is checked where the prompt is known
+    (:func:`~kimi_recon.training.build_training_sample`, the record functions).
 
     ``call_index_offset`` is how many tool calls the conversation had before this turn: a K2.x call id the model did
     not write (a server's ``call_…``) is rebuilt as the model's own ``functions.NAME:IDX`` at that count plus the
     call's position (``replaced_tool_call_id``, unlikely). None (not said) takes 0, and such an id is then
     ``tool_call_index_assumed`` (risk): with earlier calls in the conversation the index is wrong.
     """
+    read, recon = _output_ids(turn, tokenizer, profile, thinking, call_index_offset, special_text, use_logprobs, stop, server, usage)
+    return _usage_checked(read, recon, usage)
+
+
+def _output_ids(
+    turn: object,
+    tokenizer: KimiTokenizer | None,
+    profile: str | ChatProfile | None,
+    thinking: bool | None,
+    call_index_offset: int | None,
+    special_text: SpecialTextMode,
+    use_logprobs: bool,
+    stop: str | None,
+    server: str | ServerProfile | None,
+    usage: Mapping[str, Any] | None,
+) -> tuple[AssistantTurn, Reconstruction]:
+    """:func:`reconstruct_output_ids` before the usage check (the turn as read, and its reconstruction): for a
+    caller that checks the usage itself, the prompt's figure too (a training sample, a generate row)."""
+    if usage is not None and not isinstance(usage, Mapping):
+        raise InvalidInputTypeError(f"must be a usage object (a mapping) or None, got {type(usage).__name__}", field="usage")
     pending = _rendered_for_ids(turn, tokenizer, profile, thinking, call_index_offset=call_index_offset, stop=stop, server=server)
     choice_argument(special_text, "special_text", ("special", "ordinary"))
     ids = _encode_checked(pending.rendered, pending.tokenizer, special_text, pending.profile)  # (all checked above)
-    return _finished(pending, ids, use_logprobs=use_logprobs, usage=usage)
+    return pending.turn, _finished(pending, ids, use_logprobs=use_logprobs, usage=usage)
+
+
+def _usage_checked(turn: AssistantTurn, recon: Reconstruction, usage: Mapping[str, Any] | None) -> Reconstruction:
+    """``recon`` with a flag for each usage figure its ids contradict (:func:`_usage_counts`)."""
+    counts = _usage_counts(turn, recon, usage)
+    said = counts.flags() if counts is not None else ()
+    return dataclasses.replace(recon, flags=recon.flags + said) if said else recon
+
+
+def _usage_counts(
+    turn: AssistantTurn, recon: Reconstruction, usage: Mapping[str, Any] | None = None, prompt_len: int | None = None
+) -> TokenCounts | None:
+    """The usage check of ``recon``'s ids (``usage``, else ``turn``'s response's; None when neither is an object):
+    the one verdict every door gives on the same turn (:func:`reconstruct_output_ids`, :func:`reconstruct_many`,
+    the training sample, the record functions), ``prompt_len`` the prompt's figure where the door knows it.
+    The counting convention is the reconstruction's server's when pinned (:mod:`kimi_recon.servers`)."""
+    source = usage if isinstance(usage, Mapping) else turn.metadata.get("usage")
+    if not isinstance(source, Mapping):
+        return None
+    return check_with_profile(
+        source,
+        recon.ids,
+        prompt_len,
+        recon.profile,
+        truncated_in=turn.metadata.get("truncated_in"),
+        completion_conventions=get_server(recon.server).completion_conventions or None,
+        reasoning_into_tools=recon.has_flag(FlagCode.THINK_END_OMITTED),
+        think_end_unsure=recon.has_flag(FlagCode.THINKING_ASSUMED),
+    )
 
 
 #: Turns :func:`reconstruct_many` reads and renders before it encodes and finishes them: each phase then runs over a
@@ -225,7 +277,8 @@ def reconstruct_many(
                 raise err.with_sample(index) from None
         for (index, _), p, ids in zip(chunk, pending, _encode_pending(pending, per_segment_together=False), strict=True):
             try:
-                out.append(_finished(p, ids, use_logprobs=use_logprobs))
+                recon = _finished(p, ids, use_logprobs=use_logprobs)
+                out.append(_usage_checked(p.turn, recon, None))  # (the verdict reconstruct_output_ids gives the same turn)
             except InvalidInputError as err:
                 raise err.with_sample(index) from None
     return out

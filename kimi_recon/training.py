@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._base.reprs import ids_repr
@@ -11,10 +11,10 @@ from ._records.prompt import _encode_prompt, _render_prompt
 from ._records.prompt import deep_sorted as deep_sorted  # moved with the prompt rendering; importable here as before
 from ._render import formats as _formats
 from .errors import InvalidInputError
-from .flags import Flag, FlagCode, flags_to_json
+from .flags import Flag, flags_to_json
 from .models import AssistantTurn, tojson
 from .profiles import ChatProfile
-from .reconstruct import reconstruct_output_ids
+from .reconstruct import _output_ids, _usage_counts
 from .record_options import RecordOptions, parse_options
 from .record_options import count_tool_calls as count_tool_calls  # moved below the records; importable here as before
 from .responses import as_turn
@@ -220,12 +220,15 @@ def _build(
     offset = options.call_index_offset if options.call_index_offset is not None else count_tool_calls(messages)
     # (the public door checks profile/thinking/offset again, through turn_options: cheap, and stop/server are its own)
     thinking = options.thinking if options.thinking_stated else None  # (None: on, and a turn without reasoning says so)
-    output = reconstruct_output_ids(turn, tok, prof, thinking, call_index_offset=offset, stop=stop, server=server, usage=usage)
+    read, output = _output_ids(turn, tok, prof, thinking, offset, "special", True, stop, server, usage)
+    # the usage check with the prompt's figure too: the verdict a record of the same turn gets (sample_from_record)
+    counts = _usage_counts(read, output, usage, len(prompt_ids))
     return TrainingSample(
         input_ids=prompt_ids + output.ids,
         loss_mask=[0] * len(prompt_ids) + [1] * len(output.ids),
         prompt_len=len(prompt_ids),
-        flags=options.flags + ((prompt_flag,) if prompt_flag is not None else ()) + output.flags,
+        flags=options.flags + ((prompt_flag,) if prompt_flag is not None else ()) + output.flags + (counts.flags() if counts is not None else ()),
+        token_counts=counts,
     )
 
 
@@ -281,7 +284,7 @@ def sample_from_record(
     A record carrying ``usage`` (its own or its response's) gets the usage check: ``token_counts`` and
     a ``<field>_mismatch`` flag for each figure no counting convention explains (the record's server's
     convention when it is pinned: ``server``, or the record's ``server`` field, see :mod:`kimi_recon.servers`)."""
-    from ._records.record import missing_field, record_id, record_server, record_token_counts, turn_of_record
+    from ._records.record import missing_field, record_id, record_server, turn_of_record
 
     try:
         messages = record.get("messages")
@@ -297,18 +300,4 @@ def sample_from_record(
         sample = _build(messages, turn, options, tok, server=srv, usage=usage if isinstance(usage, Mapping) else None)
     except InvalidInputError as err:
         raise err.with_sample(record_id(record)) from None
-    counts, _ = record_token_counts(
-        record,
-        turn,
-        sample.output_ids,
-        tok,
-        options.profile.name,
-        options.thinking,
-        prompt_len=sample.prompt_len,
-        server=srv,
-        reasoning_into_tools=any(f.code is FlagCode.THINK_END_OMITTED for f in sample.flags),
-        think_end_unsure=any(f.code is FlagCode.THINKING_ASSUMED for f in sample.flags),
-    )
-    if counts is None:
-        return sample
-    return replace(sample, flags=sample.flags + counts.flags(), token_counts=counts)
+    return sample  # (checked against the record's usage, else its response's, by _build)

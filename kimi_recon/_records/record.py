@@ -334,11 +334,16 @@ def reconstruct_record(
     the response itself (a chat completion, a choice or an assistant message). The record's own
     ``profile``, ``thinking`` and ``call_index_offset`` win over the arguments; with no profile at all, the
     response's (or the record's) ``model`` id decides, ``kimi-k2.5`` when it names none. Raises
-    :class:`InvalidInputError` naming the field and the record's ``id``.
+    :class:`InvalidInputError` naming the field and the record's ``id``. A ``usage`` (the record's, else its
+    response's) is checked against the ids as :func:`reconstruct_records` checks it: a figure they contradict is
+    flagged (``completion_tokens_mismatch`` …).
     """
     rec = _as_record(record, None)
     try:
-        return _reconstruct(rec, get_tokenizer(tokenizer), profile, thinking, use_logprobs, server)[1]
+        tok = get_tokenizer(tokenizer)
+        turn, recon = _reconstruct(rec, tok, profile, thinking, use_logprobs, server)
+        # the usage check every door gives the same record (reconstruct_records, audit_record, build_samples)
+        return dataclasses.replace(recon, flags=_with_usage_check(rec, turn, recon, tok)[2])
     except InvalidInputError as err:
         raise err.with_sample(record_id(rec)) from None
 

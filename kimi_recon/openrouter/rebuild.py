@@ -40,7 +40,7 @@ def make_reconstructor(
     server: str | None = None,
 ) -> Reconstructor:
     """A function rebuilding one prompt's output ids (and, when asked, its prompt ids and training row)."""
-    from ..reconstruct import reconstruct_output_ids
+    from ..reconstruct import _output_ids
     from ..tokenizer import load_tokenizer
     from ..training import build_training_sample
 
@@ -48,7 +48,8 @@ def make_reconstructor(
 
     def rebuild(prompt: Prompt, turn: AssistantTurn) -> Rebuilt:
         offset = count_tool_calls(prompt.messages)
-        recon = reconstruct_output_ids(turn, tok, profile, thinking, call_index_offset=offset, server=server)
+        # without the usage check: generate runs it on the row, the prompt's figure too (--no-usage-check: none)
+        recon = _output_ids(turn, tok, profile, thinking, offset, "special", True, None, server, None)[1]
         flags = list(recon.flags)
         if not (prompt_ids or training_sample):
             return Rebuilt(recon.ids, recon.source, tuple(flags))

@@ -25,7 +25,8 @@ from kimi_recon.usage_stats import TokenCountTally
 #: sha256 of out.jsonl (each row's elapsed_s, a wall-clock figure, written as 0), per prompt_from, as the
 #: writer that re-read token_counts wrote it, re-recorded when server_rare_loss (with "seen") replaced some
 #: server_may_have_lost flags, and again when a call id the server may have written got its own flag
-#: (server_rebuilt_tool_call_id). A change of the row format changes them: re-record with
+#: (server_rebuilt_tool_call_id), and when the training sample got the usage check every door gives
+#: (its flags and token_counts, issue 35). A change of the row format changes them: re-record with
 #: KIMI_PRINT_DIGESTS=1 python -m pytest tests/openrouter/test_writer_counts.py -s, after checking the rows.
 DIGESTS_BEFORE = {
     "counter": "e9df32d5213333349e16bc333b0e6fe6d221ddbdd9900c3289a1439dd23641d8",
