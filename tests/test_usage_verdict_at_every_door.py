@@ -63,7 +63,7 @@ def _verdicts(record: dict[str, Any], tok: KimiTokenizer) -> dict[str, Verdict]:
     return {name: door() for name, door in doors.items()}
 
 
-CASES = {
+CASES: dict[str, tuple[dict[str, Any], str]] = {
     # the example: 40 counted, 6 rebuilt
     "count_proves_ids_wrong": ({"id": "a", "messages": MESSAGES, "response": _response({"completion_tokens": 40}), "thinking": True}, "loss"),
     # the record's own usage, not its response's

@@ -30,7 +30,7 @@ from kimi_recon.usage_stats import TokenCountTally
 #: KIMI_PRINT_DIGESTS=1 python -m pytest tests/openrouter/test_writer_counts.py -s, after checking the rows.
 DIGESTS_BEFORE = {
     "counter": "e9df32d5213333349e16bc333b0e6fe6d221ddbdd9900c3289a1439dd23641d8",
-    "training_sample": "35575b04c85a7059c06d1a3c2d323c0f018627dce25bce3d877832df2e8f8bb2",
+    "training_sample": "20a8a422806292cefc173175dd0304e1563743d2dc7f938d78dccf3eac4e0b0c",
 }
 
 
