@@ -375,8 +375,27 @@ def missing_field(rec: Mapping[str, Any], keys: Sequence[str]) -> InvalidInputEr
     # a prefix counts as well ("resp" for "response", "ref" for "reference_ids")
     guesses += [(k, [w]) for k in unknown for w in keys if len(k) >= 3 and w.startswith(k.lower())]
     hint = next((f"; did you mean {found[0]!r} (the record has {key!r})?" for key, found in guesses if found), "")
+    hint = hint or _habit_hint(rec, keys)
     present = f" (it has: {', '.join(sorted(own)[:8])}{' …' if len(own) > 8 else ''})" if own and not hint else ""
     return InvalidInputError(f"is missing: a record needs {need}{hint}{present}", field=keys[0])
+
+
+def _habit_hint(rec: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """What to do with the shapes other tools' data has: a fine-tuning record whose ``messages`` end with the
+    answer, SpecForge's or ShareGPT's ``conversations``. They are not read as a prompt and a response: which
+    message is the answer to rebuild is the user's to say, never a guess that would change the prompt."""
+    messages = rec.get("messages")
+    if keys == RESPONSE_KEYS and isinstance(messages, list) and messages and isinstance(messages[-1], Mapping) and messages[-1].get("role") == "assistant":
+        return (
+            "; its messages end with an assistant message (a fine-tuning record?): if that is the answer to rebuild, "
+            'put it under "response" and keep the messages before it in "messages"'
+        )
+    if "conversations" in rec:
+        return (
+            "; the record has 'conversations' (SpecForge's and ShareGPT's name): give the prompt as \"messages\" "
+            '({"role", "content"} objects; ShareGPT\'s from/value renamed) and the answer as "response"'
+        )
+    return ""
 
 
 def record_server(rec: Mapping[str, Any], server: str | None = None) -> ServerProfile:

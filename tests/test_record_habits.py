@@ -1,0 +1,41 @@
+"""The data shapes other tools write (issue 33, a new user's trial): an OpenAI fine-tuning record whose
+``messages`` end with the answer, SpecForge's and ShareGPT's ``conversations``. They are refused, since which
+message is the answer is the user's to say, with an error that says how to give it (before: "is missing ... (it
+has: id, messages)", nothing about what to move where)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kimi_recon import KimiTokenizer, audit_record
+from kimi_recon._batch.training_rows import training_row
+from kimi_recon.dataset import reconstruct_record
+from kimi_recon.errors import InvalidInputError
+
+FINE_TUNING = {"id": "ft", "messages": [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"}]}
+SHAREGPT = {"id": "sg", "conversations": [{"from": "human", "value": "What is 2+2?"}, {"from": "gpt", "value": "4"}]}
+
+
+@pytest.mark.parametrize("read", [reconstruct_record, training_row])
+def test_a_fine_tuning_record_is_told_to_move_its_answer(read: Any, tok: KimiTokenizer) -> None:
+    with pytest.raises(InvalidInputError, match=r'end with an assistant message.*under "response"') as caught:
+        read(FINE_TUNING, tok)
+    assert caught.value.field == "response"
+
+
+@pytest.mark.parametrize("read", [reconstruct_record, training_row])
+def test_conversations_are_told_to_be_messages_and_a_response(read: Any, tok: KimiTokenizer) -> None:
+    with pytest.raises(InvalidInputError, match=r"'conversations'.*\"messages\".*\"response\""):
+        read(SHAREGPT, tok)
+
+
+def test_the_audit_says_so_too(tok: KimiTokenizer) -> None:
+    result = audit_record({**FINE_TUNING, "reference_ids": [19, 163586]}, tok)
+    assert result.error is not None and "end with an assistant message" in result.error.message
+
+
+def test_a_record_with_its_response_is_read_as_before(tok: KimiTokenizer) -> None:
+    record = {"messages": FINE_TUNING["messages"][:1], "response": FINE_TUNING["messages"][1], "thinking": False}
+    assert training_row(record, tok)["input_ids"][-2:] == [19, 163586]
