@@ -28,11 +28,13 @@ Every name above is importable from here.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ._base.arguments import instance_argument, int_argument
 from ._batch.audit_breakdown import DEFAULT_WORST, AuditBreakdown, BreakdownTally, WorstHeaps, keep_worst, worst_first
@@ -71,10 +73,10 @@ from ._records.record import (
 )
 from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError, preview
-from .flags import max_severity, severity_of
+from .flags import FlagCode, max_severity, severity_of
 from .profiles import DEFAULT_PROFILE, get_profile
 from .servers import get_server
-from .usage_stats import TokenCountTally, report_lines
+from .usage_stats import ConventionLearner, TokenCountTally, report_lines
 
 __all__ = [
     "ERROR",
@@ -340,9 +342,57 @@ def reconstruct_records(
     tok, source = _tokenizer_source(tokenizer, n if runner == "processes" else 1)
     job = _Job(source, profile, thinking, use_logprobs, _server_name(server))
     with _progress_bar(records, progress, "reconstruct") as bar:
-        for result in _stream(records, _reconstruct_chunk, job, tok, n, chunk_size, runner=runner):
+        for result in _conventions_applied(_stream(records, _reconstruct_chunk, job, tok, n, chunk_size, runner=runner)):
             bar.update(1)
             yield result
+
+
+_R = TypeVar("_R", RecordResult, RecordReconstruction)
+#: At most this many results are held, in input order, while the run learns how a provider counts: a row whose
+#: count agrees under some convention waits until its provider's rows have settled on one (or this many wait).
+_LEARN_WINDOW = 128
+_CUT = frozenset({FlagCode.TRUNCATED, FlagCode.TRUNCATED_TOOL_CALLS})
+
+
+def _conventions_applied(results: Iterator[_R], window: int = _LEARN_WINDOW) -> Iterator[_R]:
+    """``results`` in order, each whose completion count agrees only under another counting convention than the
+    one its provider's rows settled on flagged ``completion_tokens_mismatch``
+    (:class:`~kimi_recon.usage_stats.ConventionLearner`): a server nobody named may count any known way, but one
+    provider counts one way. A result with nothing to judge passes at once unless an earlier one waits."""
+    learner = ConventionLearner()
+    held: collections.deque[_R] = collections.deque()
+    for result in results:
+        learner.learn(_usage_provider(result), result.token_counts)
+        if not held and not _waits(result, learner):
+            yield _judged(result, learner)
+            continue
+        held.append(result)
+        while held and (len(held) >= window or not _waits(held[0], learner)):
+            yield _judged(held.popleft(), learner)
+    while held:
+        yield _judged(held.popleft(), learner)
+
+
+def _waits(result: RecordResult | RecordReconstruction, learner: ConventionLearner) -> bool:
+    """Whether ``result``'s count agrees under a convention its provider's rows have not settled yet."""
+    check = result.token_counts.completion if result.token_counts is not None else None
+    return check is not None and check.convention is not None and learner.learned(_usage_provider(result)) is None
+
+
+def _judged(result: _R, learner: ConventionLearner) -> _R:
+    if result.token_counts is None:
+        return result
+    flag = learner.flag(_usage_provider(result), result.token_counts, closed=not any(f.code in _CUT for f in result.flags))
+    return result if flag is None else dataclasses.replace(result, flags=(*result.flags, flag))
+
+
+def _usage_provider(result: RecordResult | RecordReconstruction) -> str | None:
+    """Who served a result's response, as the usage check groups it: the record's ``provider``, else the server it
+    was rebuilt for when one was named or detected (``"Together"``, ``"vllm==0.33.0"``), else None (unknown)."""
+    provider = getattr(result, "provider", None)
+    if provider:
+        return str(provider)
+    return result.server if result.server not in (None, "unknown") else None
 
 
 class _Tally:
@@ -379,7 +429,7 @@ class _Tally:
         self.hints.update({hint for hint in map(suggested_profile, result.flags) if hint is not None})
         if result.profile is not None:
             self.profiles[result.profile] += 1
-        self.token_counts.add(result.provider, result.token_counts)
+        self.token_counts.add(_usage_provider(result), result.token_counts)
         if result.source:
             self.sources[result.source] += 1
         if comparison.kind != EXACT and self.examples > 0:
@@ -465,7 +515,7 @@ def audit_dataset(
     tally = _Tally(int_argument(examples, "examples", minimum=0), max_errors, int_argument(worst, "worst", minimum=0))
     start = time.perf_counter()
     with _progress_bar(records, progress, "audit") as bar:
-        for result in _stream(records, _audit_chunk, job, tok, n, chunk_size, runner=runner):
+        for result in _conventions_applied(_stream(records, _audit_chunk, job, tok, n, chunk_size, runner=runner)):
             tally.add(result)
             if on_record is not None:
                 on_record(result)

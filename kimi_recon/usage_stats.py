@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._base.arguments import instance_argument
-from .usage_check import COMPLETION, PROMPT, REASONING, TokenCounts
+from .flags import Flag, FlagCode
+from .usage_check import COMPLETION, PROMPT, REASONING, Convention, TokenCounts
 
-__all__ = ["UNKNOWN_PROVIDER", "TokenCountTally", "report_lines"]
+__all__ = ["UNKNOWN_PROVIDER", "ConventionLearner", "TokenCountTally", "report_lines"]
 
 #: The provider name used for rows that do not say who served them.
 UNKNOWN_PROVIDER = "unknown"
@@ -137,6 +138,75 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
             if off:
                 out.append(
                     f"    {field}: {off} rows agree only under another convention than the {f['learned_convention']} most rows follow: "
-                    "they may be one id off (name the server, --server, to flag each such row)"
+                    "they may be one id off (audit and reconstruct flag each once the provider's convention is settled; --server pins it)"
                 )
     return out
+
+
+#: A provider's convention is taken as learned once this many of its rows agree under it, and at least
+#: :data:`_LEARNED_SHARE` of its agreeing rows do (a provider that counts two ways teaches nothing).
+_LEARNED_ROWS = 5
+_LEARNED_SHARE = 0.8
+
+
+class ConventionLearner:
+    """How each provider counts ``usage.completion_tokens``, learned from a run's rows, applied to each row.
+
+    A server nobody named may count any known way, so one row's count that fits the turn without its stop token
+    "agrees", although it may be a turn one id short (a token the parser lost, a ``</think>`` of the wrong thinking
+    mode). Across a provider's rows the convention shows: when most count every id, a row that fits only another
+    convention is a mismatch (:meth:`flag`), as it is for a server whose convention is known. Memory: one counter
+    per provider (at most 64; the rest pooled)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Counter[Convention]] = {}
+
+    def learn(self, provider: object, counts: TokenCounts | None) -> None:
+        """Count the convention under which ``counts``' completion figure agrees (nothing when it does not)."""
+        check = counts.completion if counts is not None else None
+        if check is None or check.convention is None:
+            return
+        self._counter(provider)[check.convention] += 1
+
+    def learned(self, provider: object) -> tuple[Convention, int, int] | None:
+        """``(convention, its rows, agreeing rows)`` when ``provider``'s rows have settled on one, else None."""
+        seen = self._seen.get(_key(provider))
+        if not seen:
+            return None
+        convention, rows = min(seen.items(), key=lambda kv: (-kv[1], kv[0].value))
+        total = sum(seen.values())
+        if rows < _LEARNED_ROWS or rows < _LEARNED_SHARE * total:
+            return None
+        return convention, rows, total
+
+    def flag(self, provider: object, counts: TokenCounts | None, *, closed: bool = True) -> Flag | None:
+        """``completion_tokens_mismatch`` when the row's completion figure agrees only under another convention than
+        the one ``provider``'s rows settled on; ``closed`` False (a turn cut before its stop token, where every
+        convention counts the same ids) never is."""
+        check = counts.completion if counts is not None else None
+        if check is None or check.convention is None or not closed:
+            return None
+        found = self.learned(provider)
+        if found is None or found[0] is check.convention:
+            return None
+        convention, rows, total = found
+        delta = check.reported - convention.expected(check.rebuilt)
+        return Flag(
+            FlagCode.COMPLETION_TOKENS_MISMATCH,
+            f"usage completion_tokens {check.reported} fits the {check.rebuilt} rebuilt output ids only if counted "
+            f"{check.convention.value}, but {rows} of the {total} rows of {_key(provider)} whose count agrees count "
+            f"{convention.value}: counted so, the figure is {delta:+d} off the rebuilt ids (a token the parser lost, or "
+            "a </think> of the wrong thinking mode). Name the server (--server) if it counts otherwise",
+            f"usage.{COMPLETION}",
+            delta=delta,
+        )
+
+    def _counter(self, provider: object) -> Counter[Convention]:
+        key = _key(provider)
+        if key not in self._seen and len(self._seen) >= _MAX_PROVIDERS:
+            key = _OTHER
+        return self._seen.setdefault(key, Counter())
+
+
+def _key(provider: object) -> str:
+    return provider if isinstance(provider, str) and provider else UNKNOWN_PROVIDER
