@@ -227,6 +227,13 @@ def _profile_of_model(model: str) -> str:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Run the command; returns the exit status (see EPILOG)."""
+    if args.return_token_ids and args.stream:  # a usage error: before the extra, the key or anything is sent
+        print(
+            "kimi-recon: error: --return-token-ids and --stream cannot go together: a streamed answer is "
+            "assembled from its text and the server's ids would be dropped; leave out --stream to get them",
+            file=sys.stderr,
+        )
+        return 2
     try:
         import openai  # noqa: F401  (checked here so the message names the extra)
     except ImportError:

@@ -21,6 +21,9 @@ _RESERVED = frozenset({"model", "messages", "tools", "stream"})
 #: Body objects the adapter sets itself, which ``extra_body`` would replace whole (the SDK merges only the
 #: top level): ``usage.include`` brings the cost ``--max-cost`` counts and the token counts the usage check
 #: compares; ``reasoning`` decides whether the ids are rebuilt with thinking, and ``exclude`` must stay off.
+#: The body fields that ask a server for the generated ids (vLLM/SGLang ``return_token_ids``, llama.cpp ``return_tokens``).
+_IDS_FIELDS = ("return_token_ids", "return_tokens")
+
 _OWNED = {
     "usage": "the adapter always asks for usage.include=true (costs for --max-cost, token counts for the usage check)",
     "reasoning": "set it with RequestOptions.reasoning (--no-thinking, --reasoning-effort, --reasoning-max-tokens): "
@@ -109,6 +112,16 @@ class RequestOptions:
             raise InvalidInputError("reasoning.exclude must be false: excluded reasoning cannot be rebuilt", field="reasoning.exclude")
         if self.top_logprobs is not None and not self.logprobs:
             raise InvalidInputError("top_logprobs needs logprobs", field="top_logprobs")
+        asked = [name for name in _IDS_FIELDS if self.extra_body.get(name)]
+        if self.stream and (self.return_token_ids or asked):
+            # the assembled stream keeps no ids: a server streams them per chunk, if at all, and drops those of the
+            # steps its parsers swallow (the markers): the ids asked for would be lost without a word
+            said = "return_token_ids" if self.return_token_ids else f"extra_body.{asked[0]}"
+            raise InvalidInputError(
+                f"{said} and stream cannot go together (--return-token-ids with --stream): a streamed answer is "
+                "assembled from its text, and the server's ids would be dropped; leave out stream to get them",
+                field=f"{said}+stream",
+            )
 
     @property
     def thinking(self) -> bool:

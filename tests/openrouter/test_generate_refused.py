@@ -178,3 +178,36 @@ def test_an_attribution_header_that_http_cannot_carry_is_a_usage_error_before_an
     assert main(args) == 2  # before: every prompt became a connection (or internal) error row
     assert option[2:].replace("-", "_") in capsys.readouterr().err
     assert not out.exists() and not fake.seen()
+
+
+# -- the server's ids and a stream: refused, not dropped ------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["generate", "kimi-recon"])
+def test_return_token_ids_with_stream_is_a_usage_error_before_anything_is_sent(
+    entry: str, fake: FakeOpenRouter, tmp_path: Path, api_key: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``generate --return-token-ids --stream`` sent every prompt and wrote rows rebuilt from the text, the ids the
+    server was asked for dropped without a word (issue 35): the streamed answer is assembled from its text."""
+    from kimi_recon.cli import main as kimi_recon_main
+
+    monkeypatch.setenv("OPENROUTER_API_KEY", api_key)
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b'{"id": "id0", "status": "ok"}\n')
+    args = ["generate", str(prompts_file(tmp_path)), "-o", str(out), "--base-url", fake.base_url, "--no-progress", "--return-token-ids", "--stream"]
+    assert (main(args) if entry == "generate" else kimi_recon_main(args)) == 2
+    err = capsys.readouterr().err
+    assert "--return-token-ids" in err and "--stream" in err
+    assert out.read_bytes() == b'{"id": "id0", "status": "ok"}\n' and not fake.seen()
+
+
+@pytest.mark.parametrize("asked", [{"return_token_ids": True}, {"extra_body": {"return_token_ids": True}}, {"extra_body": {"return_tokens": True}}])
+def test_request_options_refuse_the_server_ids_with_a_stream(asked: dict[str, Any]) -> None:
+    from kimi_recon.errors import InvalidInputError
+    from kimi_recon.openrouter.options import RequestOptions
+
+    with pytest.raises(InvalidInputError) as err:
+        RequestOptions(model="moonshotai/kimi-k2.5", stream=True, **asked)
+    assert err.value.field is not None and "stream" in err.value.field
+    RequestOptions(model="moonshotai/kimi-k2.5", **asked)  # without the stream: taken
+    RequestOptions(model="moonshotai/kimi-k2.5", stream=True)
