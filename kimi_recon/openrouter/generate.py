@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 from .._base.arguments import bool_argument, instance_argument, path_argument
-from .._base.files import check_input, refuse_output_is_input
-from ..errors import InvalidInputError, preview
+from .._base.files import check_input, output_compression, refuse_output_is_input
+from ..errors import InvalidInputError, OutputFileError, preview
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from ..profiles import get_profile
@@ -537,6 +537,14 @@ def run_generate(
 
     # every file the run reads is an input the log may not be (-o DIR/config.json would append rows to it)
     refuse_output_is_input(config.output, [config.prompts, *tokenizer_files(config.tokenizer)])
+    if output_compression(config.output) is not None or str(config.output).lower().endswith(".parquet"):
+        # every other command writes such a name as it says; the log is appended to row by row, which no
+        # compressed or columnar file allows, and plain text under that name is a file zcat and datasets refuse
+        raise OutputFileError(
+            f"{config.output} names a compressed or Parquet file, but the log is JSON Lines appended to as answers arrive: "
+            "name it .jsonl (compress it after the run: every command reads .gz and .zst)",
+            field="output",
+        )
     items = read_prompts(config.prompts, secret=secret)
     out = OutputFile(config.output, fsync=config.fsync, secret=secret)
     out.lock_existing()  # a rival run on the same file is refused now, not after the tokenizer has loaded
