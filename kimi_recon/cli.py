@@ -210,12 +210,16 @@ def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: 
     return 1 if summary.errors else 0
 
 
+def _check_length_options(args: argparse.Namespace) -> None:
+    if args.drop_over_length and args.max_length is None:
+        raise InvalidInputError("needs --max-length N: the length over which rows are left out", field="--drop-over-length")
+
+
 def cmd_build_samples(args: argparse.Namespace) -> int:
     from ._batch.training_rows import build_samples, write_training_rows
 
     _check_options(args)
-    if args.drop_over_length and args.max_length is None:
-        raise InvalidInputError("needs --max-length N: the length over which rows are left out", field="--drop-over-length")
+    _check_length_options(args)
     _check_files(args, _training_outputs(args), parquet="--output")
     template = None
     if args.chat_template is not None:
@@ -244,9 +248,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ._batch.training_rows import write_training_rows
     from .openrouter.export import export_rows
 
+    _check_length_options(args)
     _check_files(args, _training_outputs(args), parquet="--output")
     results = export_rows(
-        args.input, skip_flagged=args.skip_flagged, skip_truncated=args.skip_truncated, tokenizer=_tokenizer(args)
+        args.input,
+        skip_flagged=args.skip_flagged,
+        skip_truncated=args.skip_truncated,
+        tokenizer=_tokenizer(args),
+        max_length=args.max_length,
+        drop_over_length=args.drop_over_length,
     )
     return _training_summary(args, write_training_rows(results, args.output, args.errors), "export")
 
@@ -592,15 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--errors", default=None, help="failed records JSONL (default: OUTPUT.errors.jsonl; stderr with -o - or a device such as /dev/null)")
     p.add_argument("--workers", type=int, default=1, help="processes to use (0 = all cores)")
-    p.add_argument(
-        "--max-length",
-        type=_positive,
-        default=None,
-        metavar="N",
-        help="flag rows of more than N ids over_max_length and count them on stderr: SpecForge (data.max_length, default 2048) "
-        "and vLLM speculators (--seq-length, default 8192) cut longer rows without an error; give the trainer's limit",
-    )
-    p.add_argument("--drop-over-length", action="store_true", help="send the records over --max-length to the errors file instead (counted on stderr)")
+    _add_length_options(p)
     p.add_argument(
         "--chat-template",
         metavar="FILE",
@@ -623,6 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--errors", default=None, help="skipped prompts JSONL (default: OUTPUT.errors.jsonl; stderr with -o - or a device)")
     p.add_argument("--skip-flagged", action="store_true", help="send rows with any flag to the errors file")
     p.add_argument("--skip-truncated", action="store_true", help="send rows whose turn was cut (finish_reason length) to the errors file")
+    _add_length_options(p)
     p.add_argument("--tokenizer", default=None, help="check the rows' ids against this tokenizer's vocabulary (default: bundled K2.5)")
     add_output_options(p)
     p.set_defaults(func=cmd_export)
@@ -662,6 +665,18 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
     return value
+
+
+def _add_length_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-length",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="flag rows of more than N ids over_max_length and count them on stderr: SpecForge (data.max_length, default 2048) "
+        "and vLLM speculators (--seq-length, default 8192) cut longer rows without an error; give the trainer's limit",
+    )
+    p.add_argument("--drop-over-length", action="store_true", help="send the records over --max-length to the errors file instead (counted on stderr)")
 
 
 def _positive(text: str) -> int:

@@ -187,3 +187,29 @@ def test_parquet_without_pyarrow_is_a_clear_error_before_any_output(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # no rows file, no errors file
     with pytest.raises(OutputFileError, match="pyarrow"):
         write_training_rows(iter([]), str(out))
+
+
+# -- export: the same limit for the rows of a generate log ----------------------------------------------
+
+
+def _log(tmp_path: Path, tok: KimiTokenizer) -> tuple[Path, int]:
+    """A generate log of two ok rows, the first of the record's full length; and that length."""
+    r = RECORDS[0]
+    sample = build_training_sample(r["messages"], r["turn"], r["tools"], thinking=r["thinking"], tokenizer=tok)
+    ok = {"id": "p1", "status": "ok", "line": 1, "output_ids": sample.output_ids, "flags": [], "truncated": False, "sample": sample.to_dict(), "response": {}}
+    short = build_training_sample([{"role": "user", "content": "hi"}], {"role": "assistant", "content": "Hello."}, thinking=False, tokenizer=tok)
+    ok2 = {**ok, "id": "p2", "output_ids": short.output_ids, "sample": short.to_dict()}
+    return _write(tmp_path / "log.jsonl", [ok, ok2]), len(sample.input_ids)
+
+
+def test_export_flags_or_drops_rows_over_max_length(tmp_path: Path, tok: KimiTokenizer, capsys: pytest.CaptureFixture[str]) -> None:
+    log, n = _log(tmp_path, tok)
+    out = tmp_path / "train.jsonl"
+    assert main(["export", str(log), "-o", str(out), "--max-length", str(n - 1)]) == 0
+    rows = read_jsonl(out)
+    assert [("over_max_length" in _codes(r)) for r in rows] == [True, False] and rows[0]["max_severity"] != ""
+    assert f"1 record(s) longer than --max-length {n - 1:,} ids, the longest {n:,}" in capsys.readouterr().err
+    assert main(["export", str(log), "-o", str(out), "--max-length", str(n - 1), "--drop-over-length"]) == 1
+    assert [r["id"] for r in read_jsonl(out)] == ["p2"]
+    assert [e["field"] for e in read_jsonl(tmp_path / "train.errors.jsonl")] == ["input_ids"]
+    assert main(["export", str(log), "-o", str(out), "--drop-over-length"]) == 2

@@ -127,6 +127,30 @@ def over_length_flag(length: int, prompt_len: int, max_length: int | None) -> Fl
     )
 
 
+def with_max_length(result: SampleResult, max_length: int | None, drop_over_length: bool = False) -> SampleResult:
+    """``result`` with its row flagged ``over_max_length`` when it has more than ``max_length`` ids (its
+    ``over_length`` set), or, with ``drop_over_length``, turned into a failure (field ``input_ids``): what
+    :func:`build_samples` does, for rows made elsewhere (``export``)."""
+    row = result.row
+    if max_length is None or row is None or len(row["input_ids"]) <= max_length:
+        return result
+    n, prompt_len = len(row["input_ids"]), row["prompt_len"]
+    if drop_over_length:
+        return dataclasses.replace(_failure(result.index, result.line, result.record_id, _too_long(n, prompt_len, max_length)), over_length=n)
+    flag = over_length_flag(n, prompt_len, max_length)
+    assert flag is not None
+    codes = [c for c in str(row["flags"]).split(",") if c]
+    flagged = {**row, "flags": ",".join([*codes, flag.code.value]), "max_severity": row["max_severity"] or flag.severity.value}
+    return dataclasses.replace(result, row=flagged, over_length=n)
+
+
+def _too_long(n: int, prompt_len: int, max_length: int) -> InvalidInputError:
+    return InvalidInputError(
+        f"has {n:,} ids (prompt {prompt_len:,} + output {n - prompt_len:,}), over the max length {max_length:,}: left out as asked (drop over length)",
+        field="input_ids",
+    )
+
+
 def _max_length(max_length: int | None) -> int | None:
     return None if max_length is None else int_argument(max_length, "max_length", minimum=1)
 
@@ -214,10 +238,8 @@ def sample_result(
         return _failure(index, line, rid, err)
     over = len(row["input_ids"]) if max_length is not None and len(row["input_ids"]) > max_length else 0
     if over and drop_over_length:
-        where = f"{over:,} ids (prompt {row['prompt_len']:,} + output {over - row['prompt_len']:,})"
-        too_long = InvalidInputError(f"has {where}, over the max length {max_length:,}: left out as asked (drop over length)", field="input_ids")
-        failed = _failure(index, line, rid, too_long)
-        return dataclasses.replace(failed, over_length=over)
+        assert max_length is not None
+        return dataclasses.replace(_failure(index, line, rid, _too_long(over, row["prompt_len"], max_length)), over_length=over)
     if row["id"] is None:
         row["id"] = f"line-{line}" if line is not None else f"record-{index}"
     return SampleResult(index, line, rid, row, over_length=over)

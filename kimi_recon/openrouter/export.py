@@ -15,9 +15,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._base.arguments import bool_argument, instance_argument, path_argument
+from .._base.arguments import bool_argument, instance_argument, int_argument, path_argument
 from .._base.files import is_stdio, read_lines
-from .._batch.training_rows import SampleResult, _failure, row_of_sample
+from .._batch.training_rows import SampleResult, _failure, row_of_sample, with_max_length
 from .._compare.ids import check_ids
 from .._records.record import _parse_line
 from ..dataset import iter_jsonl, record_id
@@ -130,10 +130,13 @@ def export_rows(
     skip_flagged: bool = False,
     skip_truncated: bool = False,
     tokenizer: KimiTokenizer | None = None,
+    max_length: int | None = None,
+    drop_over_length: bool = False,
 ) -> Iterator[SampleResult]:
     """A result per non-blank line of a ``generate`` log, in order (see the module doc), except the error
     rows that a later row of the same prompt superseded (:func:`superseded_lines`): they are history.
-    ``tokenizer`` (default: the bundled one) is the vocabulary every id is checked against.
+    ``tokenizer`` (default: the bundled one) is the vocabulary every id is checked against. ``max_length`` and
+    ``drop_over_length`` are :func:`~kimi_recon._batch.training_rows.build_samples`'s (the trainers' silent cut).
 
     The log is read twice (once for the ids, then for the rows); from stdin, which can be read only once,
     the failures of error rows wait until the end of the log instead and then follow in log order.
@@ -141,6 +144,14 @@ def export_rows(
     path_argument(log, "log")
     bool_argument(skip_flagged, "skip_flagged")
     bool_argument(skip_truncated, "skip_truncated")
+    bool_argument(drop_over_length, "drop_over_length")
+    limit = None if max_length is None else int_argument(max_length, "max_length", minimum=1)
+    if drop_over_length and limit is None:
+        raise InvalidInputError("needs a max_length to drop rows over", field="drop_over_length")
+    yield from (with_max_length(result, limit, drop_over_length) for result in _all_results(log, skip_flagged, skip_truncated, tokenizer))
+
+
+def _all_results(log: str | os.PathLike[str], skip_flagged: bool, skip_truncated: bool, tokenizer: KimiTokenizer | None) -> Iterator[SampleResult]:
     tok = checked_tokenizer(tokenizer)
     tok = tok if tok is not None else load_tokenizer()
     if not is_stdio(log):
