@@ -696,7 +696,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        # `kimi-recon` alone: the commands and what they do (as git and pip answer), not only "COMMAND is required"
+        parser.print_help(sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     try:
         with sigterm_as_interrupt():
             code: int = args.func(args)

@@ -212,3 +212,14 @@ def test_generate_refuses_a_log_that_is_a_file_of_its_tokenizer(tmp_path: Path) 
     with pytest.raises(OutputFileError):
         run_generate(config, "sk-or-v1-" + "0" * 40, stderr=io.StringIO())
     assert target.read_text(encoding="utf-8") == '{"id": "x", "status": "ok"}\n'
+
+
+def test_the_command_alone_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """``kimi-recon`` with nothing after it said only "the following arguments are required: COMMAND"."""
+    from kimi_recon.cli import main
+
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and all(name in err for name in ("audit", "reconstruct", "build-samples", "export", "generate")) and "--help" in err
+    done = subprocess.run([sys.executable, "-m", "kimi_recon"], capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "build-samples" in done.stderr
