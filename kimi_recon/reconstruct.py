@@ -26,7 +26,16 @@ from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
 from .segments import encode_rendered_together, encode_segments, marker_ids, surrogate_flags
-from .servers import IDS_FIELDS_AS_GENERATED, ServerProfile, get_server, losses_of_shape, named_or_detected, rebuilt_call_id_flags, server_losses
+from .servers import (
+    IDS_FIELDS_AS_GENERATED,
+    ServerProfile,
+    get_server,
+    losses_of_shape,
+    named_or_detected,
+    one_id_loss_flag,
+    rebuilt_call_id_flags,
+    server_losses,
+)
 from .tokenizer import KimiTokenizer, checked_tokenizer, tokenizer_for_profile
 from .usage_check import Convention, TokenCounts, check_with_profile, reported_counts
 
@@ -537,6 +546,38 @@ _COUNT_VISIBLE = frozenset(
 _COUNT_VISIBLE_BY_MANY = frozenset({"calls_dropped", "k3_calls_dropped"})
 
 
+#: Losses after which the rebuild holds one id more than the model wrote (a ``</think>`` it may not have written);
+#: the other count-visible ones leave it one or more ids short.
+_COUNT_ADDED = frozenset({"think_end_inserted", "reasoning_unclosed"})
+_ANY_CONVENTION = (Convention.EXACT, Convention.WITHOUT_STOP, Convention.WITH_EOS)
+
+
+def _weighed_under_any_convention(lost: tuple[tuple[str, Flag], ...], delta: int, srv: ServerProfile, *, opened: bool = False) -> tuple[Flag, ...]:
+    """The loss flags left when ``usage.completion_tokens`` is ``delta`` off the rebuilt ids and the server may count
+    any known way. A loss that drops k >= 1 ids hides only under a convention counting ``delta - k``, one that adds
+    a ``</think>`` only under one counting ``delta + 1``: with no such convention it is ruled out. A count that
+    agrees as every id counts (``delta`` 0) hides a dropping loss only if the server leaves its stop token out and
+    the loss took exactly one id: ``server_rare_loss`` when that was rare (:data:`~kimi_recon.servers.ONE_ID_SEEN`).
+    ``opened``: the ids open with the model's own ``<think>``, which a server may count without both markers."""
+    # (a turn that opens with the model's own <think>, K2-Thinking, may be counted without both markers)
+    offsets = [c.expected(0) for c in (*_ANY_CONVENTION, *((Convention.WITHOUT_MARKERS,) if opened else ()))]
+    if delta not in offsets:
+        return tuple(flag for _, flag in lost)
+    kept: list[Flag] = []
+    for name, flag in lost:
+        if name in _COUNT_VISIBLE_BY_MANY:
+            continue
+        if name not in _COUNT_VISIBLE:
+            kept.append(flag)
+            continue
+        hiding = [delta - o for o in offsets if (o == delta + 1 if name in _COUNT_ADDED else o <= delta - 1)]
+        if not hiding:
+            continue  # no convention leaves room for it
+        rare = one_id_loss_flag(srv.name, name, flag.field) if name not in _COUNT_ADDED and hiding == [1] else None
+        kept.append(rare if rare is not None else flag)
+    return tuple(kept)
+
+
 def _weigh_with_usage(
     lost: tuple[tuple[str, Flag], ...],
     ids: list[int],
@@ -557,9 +598,14 @@ def _weigh_with_usage(
     if reported is None:
         return ids, text, every
     if not srv.completion_conventions:
-        if any(c.expected(len(ids)) == reported for c in (Convention.EXACT, Convention.WITHOUT_STOP, Convention.WITH_EOS)):
-            return ids, text, tuple(flag for name, flag in lost if name not in _COUNT_VISIBLE_BY_MANY)
-        return ids, text, every
+        if prof.think_end_token_id is not None and ids[:1] == [prof.think_end_token_id]:
+            # a </think> with no reasoning before it may not be the model's (an empty answer, thinking off): one id
+            # more than the named losses say may stand in the rebuild, so the count rules out only whole calls
+            if any(c.expected(len(ids)) == reported for c in _ANY_CONVENTION):
+                return ids, text, tuple(flag for name, flag in lost if name not in _COUNT_VISIBLE_BY_MANY)
+            return ids, text, every
+        opened = prof.thinking_style == "model_opens" and ids[:1] == [marker_ids(prof).get("<think>")]
+        return ids, text, _weighed_under_any_convention(lost, reported - len(ids), srv, opened=opened)
     conventions = [Convention(c) for c in srv.completion_conventions]
     names = {name for name, _ in lost}
     invisible = tuple(flag for name, flag in lost if name not in _COUNT_VISIBLE)

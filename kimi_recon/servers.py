@@ -35,6 +35,7 @@ __all__ = [
     "KNOWN_SERVERS",
     "LOSSES",
     "LOSS_SEEN",
+    "ONE_ID_SEEN",
     "NO_SERVER",
     "SERVERS",
     "UNKNOWN",
@@ -181,6 +182,38 @@ LOSS_SEEN: Final[Mapping[str, tuple[int, int, str]]] = {
     "end_token_hidden": (0, 120, "official K2.5 turns ended by another end token than <|im_end|>"),
     "k3_end_token_hidden": (0, 120, "official K3 turns ended by another end token than <|end_of_msg|>"),
 }
+
+
+#: For a loss that drops text (so a count shows it), how often it could hide behind a count that agrees as the
+#: server counts every id while the server in fact leaves its stop token out: only a loss of exactly one id can.
+#: ``(official turns one id short, official turns of the shape, what those are)`` through the real parsers
+#: (``tests/servers_measure.py``: ``one_token_loss_frequencies``; tests/test_severity_grading.py recounts them).
+ONE_ID_SEEN: Final[Mapping[str, tuple[int, int, str]]] = {
+    "text_between_calls_dropped": (7, 73, "official K2.x tool-call turns"),
+    "k3_duplicate_keys_merged": (0, 53, "official K3 tool-call turns"),
+    "k3_whitespace_dropped": (0, 53, "official K3 tool-call turns"),
+    "k3_json_block_dropped": (0, 19, "official K3 turns with blank arguments"),
+    "k3_blank_message_nulled": (0, 16, "official K3 turns with a blank answer"),
+}
+
+
+def one_id_loss_flag(server: str, name: str, field: str | None) -> Flag | None:
+    """``server_rare_loss`` for loss ``name`` on a turn whose count agrees as a server counting every id counts it,
+    the server's convention unknown: the loss hides only if the server leaves its stop token out of the count and
+    the loss took exactly one id, which :data:`ONE_ID_SEEN` says is rare; None when it is not (or not measured)."""
+    seen = ONE_ID_SEEN.get(name)
+    if not _is_rare(seen):
+        return None
+    assert seen is not None
+    figure = f"{seen[0]} of {seen[1]} {seen[2]} were one id short"
+    return Flag(
+        FlagCode.SERVER_RARE_LOSS,
+        f"server {server}: {LOSSES[name].what} ({name}); usage.completion_tokens agrees with the rebuilt ids counted "
+        "with the stop token, and hides this loss only if the server leaves the stop token out of its count and the "
+        f"loss took exactly one id ({figure}). Name the server, or audit the provider's rows together, to settle it",
+        field,
+        seen=figure,
+    )
 
 
 def _loss(name: str, fmt: str, what: str, applies: ShapeTest) -> tuple[str, ParserLoss]:

@@ -206,6 +206,35 @@ def loss_frequencies(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, 
     return {name: (len(hit[name]), len(cases)) for name, cases in applies.items()}
 
 
+def one_token_loss_frequencies(rows: Iterable[Mapping[str, Any]], names: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """For each loss in ``names`` (losses that drop text, so the count shows them): ``(official turns one id short,
+    official turns of the shape it applies to)``, each turn counted once over the builds that have the loss. A turn
+    is one id short when the message the server returned, rebuilt as it stands (no server's losses weighed), has
+    exactly one id fewer than the generated ids, whatever dropped it: such a loss alone hides behind a count that
+    agrees when the server leaves its stop token out. ``kimi_recon.servers.ONE_ID_SEEN`` holds these figures."""
+    from kimi_recon.profiles import get_profile
+    from kimi_recon.servers import get_server, server_losses
+
+    wanted = set(names)
+    applies: dict[str, set[str]] = collections.defaultdict(set)
+    short: dict[str, set[str]] = collections.defaultdict(set)
+    for row in rows:
+        if row.get("source") != "official" or row.get("response") is None:
+            continue
+        offset = int(row.get("history_tool_calls") or 0)
+        turn = kimi_recon.turn_from_response(row["response"], call_index_offset=offset)
+        found = {name for name, _ in server_losses(turn, get_profile(row["profile"]), row["thinking"], get_server(row["server"]))} & wanted
+        if not found:
+            continue
+        rebuilt = kimi_recon.reconstruct_output_ids(turn, profile=row["profile"], thinking=row["thinking"], call_index_offset=offset, server="none")
+        one_short = len(row["output_ids"]) - len(rebuilt.ids) == 1
+        for name in found:
+            applies[name].add(row["case_id"])
+            if one_short:
+                short[name].add(row["case_id"])
+    return {name: (len(short[name]), len(applies[name])) for name in sorted(applies)}
+
+
 def main(argv: Sequence[str]) -> None:
     rows = load_rows()
     for use_usage in (False, True):
