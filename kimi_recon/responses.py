@@ -295,8 +295,13 @@ def turn_from_response(
         except RecursionError:
             raise _fail("is JSON nested too deeply to read", field or "response", sample) from None
     if not isinstance(resp, Mapping):
+        # an openai SDK user who streamed (stream=True) holds chunks, a list or the Stream itself
+        chunks = "" if isinstance(resp, (int, float, bool)) or resp is None else (
+            "; stream chunks (stream=True) are assembled by kimi_recon.openrouter.turn_from_stream(chunks), or "
+            "kimi_recon.openrouter.assemble_stream(chunks) for the whole completion"
+        )
         raise _fail(
-            f"must be a chat completion, a choice or an assistant message object, got {type(resp).__name__}",
+            f"must be a chat completion, a choice or an assistant message object, got {type(resp).__name__}{chunks}",
             field or "response",
             sample,
         )

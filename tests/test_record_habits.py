@@ -39,3 +39,22 @@ def test_the_audit_says_so_too(tok: KimiTokenizer) -> None:
 def test_a_record_with_its_response_is_read_as_before(tok: KimiTokenizer) -> None:
     record = {"messages": FINE_TUNING["messages"][:1], "response": FINE_TUNING["messages"][1], "thinking": False}
     assert training_row(record, tok)["input_ids"][-2:] == [19, 163586]
+
+
+def test_stream_chunks_given_as_a_response_say_where_they_go() -> None:
+    """An openai SDK user who streamed holds chunks; ``turn_from_response(chunks)`` said only "got list"."""
+    import kimi_recon
+    from kimi_recon.errors import InvalidResponseError
+    from kimi_recon.openrouter import turn_from_stream
+
+    chunks = [
+        {"id": "g", "object": "chat.completion.chunk", "created": 1, "model": "moonshotai/kimi-k2.5",
+         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "", "reasoning": "Easy."}, "finish_reason": None}]},
+        {"id": "g", "object": "chat.completion.chunk", "created": 1, "model": "moonshotai/kimi-k2.5",
+         "choices": [{"index": 0, "delta": {"content": "4"}, "finish_reason": "stop"}]},
+    ]  # fmt: skip
+    for held in (chunks, iter(chunks)):
+        with pytest.raises(InvalidResponseError, match="turn_from_stream"):
+            kimi_recon.turn_from_response(held)
+    whole = {"model": "moonshotai/kimi-k2.5", "choices": [{"message": {"role": "assistant", "content": "4", "reasoning": "Easy."}, "finish_reason": "stop"}]}
+    assert kimi_recon.reconstruct_output_ids(turn_from_stream(chunks)).ids == kimi_recon.reconstruct_output_ids(whole).ids

@@ -118,4 +118,3 @@ def test_k3_lists_its_own_special_tokens() -> None:
     k3 = load_tokenizer(profile="kimi-k3")
     assert "<|end_of_msg|>" in k3.all_special_tokens and "<|im_end|>" not in k3.all_special_tokens
     assert k3.convert_tokens_to_ids("<|end_of_msg|>") == k3.special_tokens["<|end_of_msg|>"]
-
