@@ -742,9 +742,12 @@ class KimiTokenizer:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         raise AttributeError(f"KimiTokenizer has no {name}: {hint}")
 
-    def __call__(self, text: str | Sequence[str]) -> dict[str, Any]:
+    def __call__(self, text: str | Sequence[str], *, add_special_tokens: bool = False) -> dict[str, Any]:
         """transformers' habit ``tokenizer(text)``: ``{"input_ids": ids, "attention_mask": [1, ...]}`` (a list of
-        each for a list of texts). No token is added: a Kimi prompt opens with its chat template's own text."""
+        each for a list of texts). No token is added, whatever ``add_special_tokens`` says (as the Kimi tokenizer in
+        transformers): a Kimi prompt opens with its chat template's own text."""
+        if not isinstance(add_special_tokens, bool):
+            raise InvalidInputTypeError(f"must be True or False, got {preview(add_special_tokens)}", field="add_special_tokens")
         if isinstance(text, str):
             ids = self.encode(text)
             return {"input_ids": ids, "attention_mask": [1] * len(ids)}

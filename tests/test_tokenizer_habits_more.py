@@ -83,6 +83,8 @@ def test_the_transformers_names_match_the_exported_tokenizer_in_transformers(tok
     assert tok.convert_tokens_to_ids(tokens) == hf.convert_tokens_to_ids(tokens) == tok.encode(text)
     assert tok.encode(text, add_special_tokens=True) == hf.encode(text, add_special_tokens=True)
     assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False)
+    for add in (True, False):
+        assert tok(text, add_special_tokens=add)["input_ids"] == hf(text, add_special_tokens=add)["input_ids"]
 
 
 def test_the_special_token_names_are_the_exported_tokenizers(tok: KimiTokenizer) -> None:
