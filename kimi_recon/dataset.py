@@ -28,7 +28,6 @@ Every name above is importable from here.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import time
 from collections import Counter
@@ -73,10 +72,11 @@ from ._records.record import (
 )
 from .compare import BENIGN_KINDS, EXACT, KINDS
 from .errors import InvalidInputError, InvalidInputTypeError, InvalidRecordError, preview
-from .flags import FlagCode, max_severity, severity_of
+from .flags import Flag, FlagCode, max_severity, severity_of
 from .profiles import DEFAULT_PROFILE, get_profile
 from .servers import get_server
-from .usage_stats import ConventionLearner, TokenCountTally, report_lines
+from .usage_check import TokenCounts
+from .usage_stats import TokenCountTally, learned_conventions_applied, report_lines
 
 __all__ = [
     "ERROR",
@@ -348,42 +348,21 @@ def reconstruct_records(
 
 
 _R = TypeVar("_R", RecordResult, RecordReconstruction)
-#: At most this many results are held, in input order, while the run learns how a provider counts: a row whose
-#: count agrees under some convention waits until its provider's rows have settled on one (or this many wait).
-_LEARN_WINDOW = 128
 _CUT = frozenset({FlagCode.TRUNCATED, FlagCode.TRUNCATED_TOOL_CALLS})
 
 
-def _conventions_applied(results: Iterator[_R], window: int = _LEARN_WINDOW) -> Iterator[_R]:
-    """``results`` in order, each whose completion count agrees only under another counting convention than the
-    one its provider's rows settled on flagged ``completion_tokens_mismatch``
-    (:class:`~kimi_recon.usage_stats.ConventionLearner`): a server nobody named may count any known way, but one
-    provider counts one way. A result with nothing to judge passes at once unless an earlier one waits."""
-    learner = ConventionLearner()
-    held: collections.deque[_R] = collections.deque()
-    for result in results:
-        learner.learn(_usage_provider(result), result.token_counts)
-        if not held and not _waits(result, learner):
-            yield _judged(result, learner)
-            continue
-        held.append(result)
-        while held and (len(held) >= window or not _waits(held[0], learner)):
-            yield _judged(held.popleft(), learner)
-    while held:
-        yield _judged(held.popleft(), learner)
+def _conventions_applied(results: Iterator[_R]) -> Iterator[_R]:
+    """``results`` in order, a row whose count fits only another convention than its provider's rows follow
+    flagged (:func:`~kimi_recon.usage_stats.learned_conventions_applied`)."""
+    return learned_conventions_applied(results, _usage_of_result, _with_flag)
 
 
-def _waits(result: RecordResult | RecordReconstruction, learner: ConventionLearner) -> bool:
-    """Whether ``result``'s count agrees under a convention its provider's rows have not settled yet."""
-    check = result.token_counts.completion if result.token_counts is not None else None
-    return check is not None and check.convention is not None and learner.learned(_usage_provider(result)) is None
+def _usage_of_result(result: RecordResult | RecordReconstruction) -> tuple[str | None, TokenCounts | None, bool]:
+    return _usage_provider(result), result.token_counts, not any(f.code in _CUT for f in result.flags)
 
 
-def _judged(result: _R, learner: ConventionLearner) -> _R:
-    if result.token_counts is None:
-        return result
-    flag = learner.flag(_usage_provider(result), result.token_counts, closed=not any(f.code in _CUT for f in result.flags))
-    return result if flag is None else dataclasses.replace(result, flags=(*result.flags, flag))
+def _with_flag(result: _R, flag: Flag) -> _R:
+    return dataclasses.replace(result, flags=(*result.flags, flag))
 
 
 def _usage_provider(result: RecordResult | RecordReconstruction) -> str | None:

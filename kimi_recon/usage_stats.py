@@ -7,15 +7,15 @@ kept, and each is capped, so a run of any length uses the same memory.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from ._base.arguments import instance_argument
 from .flags import Flag, FlagCode
 from .usage_check import COMPLETION, PROMPT, REASONING, Convention, TokenCounts
 
-__all__ = ["UNKNOWN_PROVIDER", "ConventionLearner", "TokenCountTally", "report_lines"]
+__all__ = ["UNKNOWN_PROVIDER", "ConventionLearner", "TokenCountTally", "learned_conventions_applied", "report_lines"]
 
 #: The provider name used for rows that do not say who served them.
 UNKNOWN_PROVIDER = "unknown"
@@ -138,7 +138,7 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
             if off:
                 out.append(
                     f"    {field}: {off} rows agree only under another convention than the {f['learned_convention']} most rows follow: "
-                    "they may be one id off (audit and reconstruct flag each once the provider's convention is settled; --server pins it)"
+                    "they may be one id off (audit, reconstruct and build-samples flag each once the provider's convention is settled; --server pins it)"
                 )
     return out
 
@@ -210,3 +210,46 @@ class ConventionLearner:
 
 def _key(provider: object) -> str:
     return provider if isinstance(provider, str) and provider else UNKNOWN_PROVIDER
+
+
+_T = TypeVar("_T")
+#: At most this many results are held, in input order, while a run learns how a provider counts: a row whose
+#: count agrees under some convention waits until its provider's rows have settled on one (or this many wait).
+LEARN_WINDOW = 128
+
+
+def learned_conventions_applied(
+    results: Iterable[_T],
+    usage: Callable[[_T], tuple[str | None, TokenCounts | None, bool]],
+    flagged: Callable[[_T, Flag], _T],
+    window: int = LEARN_WINDOW,
+) -> Iterator[_T]:
+    """``results`` in order, each whose completion count agrees only under another counting convention than the one
+    its provider's rows settled on passed through ``flagged`` with its ``completion_tokens_mismatch``
+    (:class:`ConventionLearner`). ``usage(result)`` is ``(provider, usage check, closed)``: who served it, its check
+    (None: none), and whether the turn ended on its stop token. A result with nothing to judge passes at once
+    unless an earlier one waits; memory: at most ``window`` results."""
+    learner = ConventionLearner()
+    held: deque[_T] = deque()
+
+    def waits(result: _T) -> bool:
+        provider, counts, _ = usage(result)
+        check = counts.completion if counts is not None else None
+        return check is not None and check.convention is not None and learner.learned(provider) is None
+
+    def judged(result: _T) -> _T:
+        provider, counts, closed = usage(result)
+        flag = learner.flag(provider, counts, closed=closed) if counts is not None else None
+        return result if flag is None else flagged(result, flag)
+
+    for result in results:
+        provider, counts, _ = usage(result)
+        learner.learn(provider, counts)
+        if not held and not waits(result):
+            yield judged(result)
+            continue
+        held.append(result)
+        while held and (len(held) >= window or not waits(held[0])):
+            yield judged(held.popleft())
+    while held:
+        yield judged(held.popleft())

@@ -16,6 +16,7 @@ import pytest
 
 from kimi_recon import KimiTokenizer, audit_dataset, reconstruct_output_ids
 from kimi_recon._batch.report_html import render_html
+from kimi_recon._batch.training_rows import build_samples
 from kimi_recon.cli import main
 from kimi_recon.dataset import reconstruct_records
 from kimi_recon.flags import FlagCode, Severity
@@ -115,3 +116,16 @@ def test_the_learner_needs_a_settled_majority_and_spares_a_turn_cut_before_its_s
     for _ in range(2):
         learner.learn("p", _counts(9, 10, Convention.WITHOUT_STOP))
     assert learner.learned("p") is None  # 5 of 7: no longer one way
+
+
+def test_build_samples_flags_the_row_its_providers_convention_contradicts_and_drops_it_when_asked(tok: KimiTokenizer) -> None:
+    records = [{**_record(tok, i, "Together"), "messages": [{"role": "user", "content": "Hi"}]} for i in range(10)]
+    records.insert(2, {**_thinking_off_read_as_on(tok, "Together"), "messages": [{"role": "user", "content": "Hi"}]})
+    flagged = [r for r in build_samples(records, tok) if r.row is None or r.row["flags"]]
+    assert [(r.record_id, r.row["flags"], r.row["max_severity"]) for r in flagged if r.row is not None] == [("odd", "completion_tokens_mismatch", "loss")]
+    results = list(build_samples(records, tok, drop_severity="loss"))
+    assert len(results) == len(records)  # never dropped silently
+    (dropped,) = [r for r in results if r.error is not None]
+    assert dropped.record_id == "odd" and dropped.error is not None and dropped.error.field == "flags"
+    assert "completion_tokens_mismatch (loss)" in dropped.error.message
+    assert all(r.row is not None and r.row["flags"] == "" for r in results if r.record_id != "odd")

@@ -44,6 +44,7 @@ from .._records.record import (
     get_tokenizer,
     record_error,
     record_id,
+    record_server,
 )
 from ..errors import InvalidInputError, OutputFileError
 from ..flags import Flag, FlagCode, Severity, flag_codes_text, flags_at_least, max_severity, severity_argument
@@ -51,6 +52,8 @@ from ..profiles import get_profile
 from ..record_options import arrow_tools
 from ..tokenizer import KimiTokenizer
 from ..training import TrainingSample, sample_from_record
+from ..usage_check import COMPLETION, Convention, CountCheck, TokenCounts
+from ..usage_stats import learned_conventions_applied
 from .pool import _Item, _Job, _progress_bar, _stream, _tokenizer_source, _worker_count
 
 __all__ = [
@@ -192,6 +195,9 @@ class SampleResult:
     error: RecordError | None = None
     #: the row's number of ids when it is over the ``max_length`` asked for (flagged, or left out), else 0
     over_length: int = 0
+    #: who served the response, as the usage table groups it (the record's ``provider``, else its server's name),
+    #: for a row whose usage was checked; None otherwise
+    provider: str | None = None
 
     def error_row(self) -> dict[str, Any]:
         """The line written to the errors file: where the record is, its id, the field and the reason."""
@@ -242,7 +248,44 @@ def sample_result(
         return dataclasses.replace(_failure(index, line, rid, _too_long(over, row["prompt_len"], max_length)), over_length=over)
     if row["id"] is None:
         row["id"] = f"line-{line}" if line is not None else f"record-{index}"
-    return SampleResult(index, line, rid, row, over_length=over)
+    return SampleResult(index, line, rid, row, over_length=over, provider=_provider_of(rec, server) if row["token_counts"] else None)
+
+
+def _provider_of(record: Mapping[str, Any], server: str | None) -> str | None:
+    """Who served ``record``'s response, as the usage table says it: its ``provider``, else the server named or
+    detected (``"Together"``, ``"vllm==0.33.0"``), else None (unknown)."""
+    provider = record.get("provider")
+    if isinstance(provider, str) and provider:
+        return provider
+    name = record_server(record, server).name
+    return None if name == "unknown" else name
+
+
+def _row_usage(result: SampleResult) -> tuple[str | None, TokenCounts | None, bool]:
+    """``(provider, completion check, closed)`` of a result's row, read back from its columns."""
+    row = result.row
+    if row is None or not row["token_counts"]:
+        return None, None, True
+    figure = json.loads(row["token_counts"]).get(COMPLETION)
+    if not isinstance(figure, Mapping):
+        return result.provider, None, True
+    convention = None if figure.get("convention") is None else Convention(figure["convention"])
+    check = CountCheck(COMPLETION, figure["reported"], figure["rebuilt"], convention)
+    cut = {"truncated", "truncated_tool_calls"} & set(row["flags"].split(","))
+    return result.provider, TokenCounts(completion=check), not cut
+
+
+def _row_flagged(result: SampleResult, flag: Flag, floor: str | None) -> SampleResult:
+    """``result`` with ``flag`` added to its row, or a failure when ``floor`` drops rows of its severity."""
+    assert result.row is not None
+    if floor is not None and flag.severity >= Severity(floor):
+        err = InvalidInputError(f"is flagged {flag.code.value} ({flag.severity.value}), at or above the dropped severity {floor!r}", field="flags")
+        return _failure(result.index, result.line, result.record_id, err)
+    codes = flag_codes_text((flag,))
+    row = {**result.row, "flags": f"{result.row['flags']},{codes}" if result.row["flags"] else codes}
+    worst = result.row["max_severity"]
+    row["max_severity"] = flag.severity.value if not worst or flag.severity >= Severity(worst) else worst
+    return dataclasses.replace(result, row=row)
 
 
 def _sample_chunk(
@@ -313,7 +356,9 @@ def build_samples(
     with _progress_bar(records, progress, "build-samples") as bar:
         # picklable: a module function, strings and numbers
         work = functools.partial(_sample_chunk, template=template, drop_severity=drop, max_length=limit, drop_over_length=bool(drop_over_length))
-        for result in _stream(records, work, job, tok, n, chunk_size, slim=False):
+        # a row whose count fits only another convention than its provider's rows follow is flagged (and dropped
+        # at that severity) here, where the run's rows are seen together
+        for result in learned_conventions_applied(_stream(records, work, job, tok, n, chunk_size, slim=False), _row_usage, functools.partial(_row_flagged, floor=drop)):
             bar.update(1)
             yield result
 
