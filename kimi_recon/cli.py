@@ -9,7 +9,7 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ._base.cli_common import shell_status, sigterm_as_interrupt
@@ -87,13 +87,17 @@ def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: 
 
     done = failed = 0
     by_severity = dict.fromkeys(SEVERITY_NAMES, 0)
+    loss_codes: dict[str, int] = {}
     with atomic_output(args.output, "--output") as out:
         for row in rows:
             failed += row.get("error") is not None
             done += 1
             if row.get("error") is None:
-                worst = max((str(f.get("severity")) for f in row.get("flags") or () if isinstance(f, dict)), key=_severity_rank, default="none")
+                flags = [f for f in row.get("flags") or () if isinstance(f, dict)]
+                worst = max((str(f.get("severity")) for f in flags), key=_severity_rank, default="none")
                 by_severity[worst] = by_severity.get(worst, 0) + 1
+                for code in {str(f.get("code")) for f in flags if f.get("severity") == "loss"}:
+                    loss_codes[code] = loss_codes.get(code, 0) + 1
             # a lone surrogate (from a "\\ud800" escape in the input) is written as that escape by atomic_output
             out.write(to_json_line(row) + "\n")
     worst_line = ", ".join(f"{s} {n}" for s, n in by_severity.items())
@@ -107,14 +111,23 @@ def _write_rows(args: argparse.Namespace, rows: Iterator[dict[str, Any]], what: 
         _info(args, summary)
     if lossy:
         print(
-            f"{what}: {lossy} of {done - failed} rows carry a loss flag (ids that almost surely differ from the model's): "
-            "see their flags (severity loss) for what to fix",
+            f"{what}: {lossy} of {done - failed} rows carry a loss flag{_loss_codes_text(loss_codes)} (ids that almost surely differ "
+            "from the model's): see their flags (severity loss) for what to fix",
             file=sys.stderr,
         )
     if done and lossy + failed == done and lossy:
         print(f"FAIL: {what}: no usable row: every one of the {done} rows carries a loss flag or an error", file=sys.stderr)
         return 1
     return 1 if failed else 0
+
+
+def _loss_codes_text(codes: Mapping[str, int]) -> str:
+    """`` (profile_mismatch 80, reasoning_dropped 3)``: which loss flags, most rows first, so the line says what to fix."""
+    if not codes:
+        return ""
+    ranked = sorted(codes.items(), key=lambda kv: (-kv[1], kv[0]))
+    more = f", {len(ranked) - 4} more" if len(ranked) > 4 else ""
+    return " (" + ", ".join(f"{code} {n}" for code, n in ranked[:4]) + more + ")"
 
 
 def _severity_rank(name: object) -> int:
@@ -186,8 +199,8 @@ def _training_summary(args: argparse.Namespace, summary: WriteSummary, command: 
         print(terminal_safe(summary.line(command)), file=sys.stderr)
     if lossy:
         print(
-            f"{command}: {lossy} of {summary.rows} rows carry a loss flag (ids that almost surely differ from the model's): "
-            "drop them with --drop-severity loss, or fix what the flags name (see max_severity and flags in the rows)",
+            f"{command}: {lossy} of {summary.rows} rows carry a loss flag{_loss_codes_text(summary.loss_codes)} (ids that almost surely "
+            "differ from the model's): drop them with --drop-severity loss, or fix what the flags name (see max_severity and flags in the rows)",
             file=sys.stderr,
         )
     if summary.over_length:

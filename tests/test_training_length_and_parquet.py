@@ -213,3 +213,10 @@ def test_export_flags_or_drops_rows_over_max_length(tmp_path: Path, tok: KimiTok
     assert [r["id"] for r in read_jsonl(out)] == ["p2"]
     assert [e["field"] for e in read_jsonl(tmp_path / "train.errors.jsonl")] == ["input_ids"]
     assert main(["export", str(log), "-o", str(out), "--drop-over-length"]) == 2
+
+
+def test_the_loss_line_names_the_loss_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rows.jsonl"
+    main(["build-samples", str(_write(tmp_path / "in.jsonl", RECORDS[:8])), "-o", str(out)])
+    n = sum("reasoning_dropped" in _codes(row) for row in read_jsonl(out))  # (a loss flag: api.md's table)
+    assert n > 0 and f"loss flag (reasoning_dropped {n})" in capsys.readouterr().err

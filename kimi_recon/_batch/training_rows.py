@@ -47,7 +47,7 @@ from .._records.record import (
     record_server,
 )
 from ..errors import InvalidInputError, OutputFileError
-from ..flags import Flag, FlagCode, Severity, flag_codes_text, flags_at_least, max_severity, severity_argument
+from ..flags import Flag, FlagCode, Severity, flag_codes_text, flags_at_least, max_severity, severity_argument, severity_of
 from ..profiles import get_profile
 from ..record_options import arrow_tools
 from ..tokenizer import KimiTokenizer
@@ -592,6 +592,8 @@ class WriteSummary:
     #: the most ids in one row written (0: none), and in one record over ``max_length`` (written or left out)
     longest: int = 0
     longest_over: int = 0
+    #: loss flag code -> rows carrying it (what makes the loss rows lossy, to say on stderr)
+    loss_codes: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def line(self, command: str) -> str:
         where = f" to {self.errors_output}" if self.errors_output else " (listed above)"
@@ -603,6 +605,13 @@ class WriteSummary:
     def usable(self) -> int:
         """Rows whose ids are not known to differ (no ``loss`` flag)."""
         return self.rows - self.by_severity.get("loss", 0)
+
+
+def _is_loss(code: str) -> bool:
+    try:
+        return severity_of(code) is Severity.LOSS
+    except InvalidInputError:  # a code this version does not know (a row made elsewhere): not counted
+        return False
 
 
 def _json_line(row: Mapping[str, Any]) -> str:
@@ -620,6 +629,7 @@ def _write_results(
     stderr: TextIO,
     by_severity: dict[str, int],
     lengths: dict[str, int],
+    loss_codes: dict[str, int],
 ) -> tuple[int, int]:
     rows = failed = 0
     for given in results:
@@ -637,6 +647,10 @@ def _write_results(
             rows += 1
             worst = result.row.get("max_severity") or "none"
             by_severity[worst] = by_severity.get(worst, 0) + 1
+            if worst == "loss":
+                for code in {c for c in str(result.row.get("flags") or "").split(",") if c}:
+                    if _is_loss(code):
+                        loss_codes[code] = loss_codes.get(code, 0) + 1
             lengths["longest"] = max(lengths["longest"], len(result.row["input_ids"]))
             continue
         failed += 1
@@ -672,6 +686,7 @@ def write_training_rows(
         errors_output = default_errors_path(output)
     by_severity: dict[str, int] = {}
     lengths = {"over": 0, "dropped": 0, "longest": 0, "longest_over": 0}
+    loss_codes: dict[str, int] = {}
     with contextlib.ExitStack() as files:
         if is_parquet(output):
             parquet = _ParquetRows(files.enter_context(atomic_binary_output(output, "--output")), output)
@@ -682,7 +697,7 @@ def write_training_rows(
             parquet = None
             write_row = lambda row: out.write(_json_line(row))  # noqa: E731 - one line, named by its annotation
         errors = None if errors_output is None else files.enter_context(atomic_output(errors_output, "--errors"))
-        rows, failed = _write_results(results, write_row, errors, err_stream, by_severity, lengths)
+        rows, failed = _write_results(results, write_row, errors, err_stream, by_severity, lengths, loss_codes)
         if parquet is not None:
             parquet.close()  # the footer, inside the with: an error here keeps the old file
     return WriteSummary(
@@ -695,4 +710,5 @@ def write_training_rows(
         over_length_dropped=lengths["dropped"],
         longest=lengths["longest"],
         longest_over=lengths["longest_over"],
+        loss_codes=loss_codes,
     )

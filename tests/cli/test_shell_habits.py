@@ -223,3 +223,17 @@ def test_the_command_alone_lists_the_commands(capsys: pytest.CaptureFixture[str]
     assert out == "" and all(name in err for name in ("audit", "reconstruct", "build-samples", "export", "generate")) and "--help" in err
     done = subprocess.run([sys.executable, "-m", "kimi_recon"], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "build-samples" in done.stderr
+
+
+def test_the_loss_line_names_the_flags_that_make_the_rows_lossy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """"80 of 80 rows carry a loss flag" said nothing of which: a wrong --profile (profile_mismatch) read like any loss."""
+    import json
+
+    from kimi_recon.cli import main
+
+    sample = str(files("kimi_recon") / "data" / "sample" / "k2.5-dev-sample.jsonl")
+    out = tmp_path / "ids.jsonl"
+    assert main(["reconstruct", sample, "-o", str(out), "--profile", "kimi-k3", "-q"]) == 1
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    n = sum(any(f["code"] == "profile_mismatch" for f in r["flags"]) for r in rows)
+    assert n > 0 and f"profile_mismatch {n}" in capsys.readouterr().err
