@@ -464,10 +464,11 @@ Example:
 """
 
 BUILD_SAMPLES_HELP = f"""\
-Write one training row {{"id", "input_ids", "loss_mask", "prompt_len", "flags", "token_counts"}} per good
-record to OUTPUT (SpecForge and vLLM speculators read it as is; see docs/training.md) and every failed
-record, with its line, id and the reason, to the errors file. Both files are replaced only when the run
-completes.
+Write one training row {{"id", "input_ids", "loss_mask", "prompt_len", "flags", "max_severity",
+"token_counts"}} per good record to OUTPUT (SpecForge and vLLM speculators read it as is; see
+docs/training.md) and every failed record, with its line, id and the reason, to the errors file. Both files
+are replaced only when the run completes. OUTPUT named .parquet is Parquet, .gz/.zst compressed JSONL.
+Give --max-length your trainer's limit: longer rows are cut by the trainers without a word.
 
 Each input line is a JSON object:
   "messages"   the prompt: the chat messages before the assistant turn
@@ -480,10 +481,10 @@ Each input line is a JSON object:
 
 Exit status: 0 every record became a row; 1 some records failed, or every row carries a loss flag (none
 usable); 2 bad usage or an unreadable file; 141 the reader of stdout went away. The summary on stderr
-counts the rows by their worst flag.
+counts the rows by their worst flag and gives the longest row.
 
 Example:
-  kimi-recon build-samples conversations.jsonl -o samples.jsonl --workers 0
+  kimi-recon build-samples conversations.jsonl -o samples.jsonl --workers 0 --max-length 65536
 """
 
 EXPORT_HELP = """\
