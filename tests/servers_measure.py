@@ -210,10 +210,18 @@ def one_token_loss_frequencies(rows: Iterable[Mapping[str, Any]], names: Iterabl
     """For each loss in ``names`` (losses that drop text, so the count shows them): ``(official turns one id short,
     official turns of the shape it applies to)``, each turn counted once over the builds that have the loss. A turn
     is one id short when the message the server returned, rebuilt as it stands (no server's losses weighed), has
-    exactly one id fewer than the generated ids, whatever dropped it: such a loss alone hides behind a count that
+    exactly one id fewer than the generated ids, whatever dropped it (for ``text_between_calls_dropped``, where it
+    acts: the first difference after the first ``<|tool_call_end|>``): such a loss alone hides behind a count that
     agrees when the server leaves its stop token out. ``kimi_recon.servers.ONE_ID_SEEN`` holds these figures."""
     from kimi_recon.profiles import get_profile
+    from kimi_recon.segments import marker_ids
     from kimi_recon.servers import get_server, server_losses
+
+    call_end = marker_ids(get_profile("kimi-k2.5"))["<|tool_call_end|>"]
+
+    def between_calls(truth: list[int], rebuilt: list[int]) -> bool:
+        first = next((i for i, (a, b) in enumerate(zip(truth, rebuilt, strict=False)) if a != b), len(rebuilt))  # (rebuilt is the shorter)
+        return call_end in truth[:first]
 
     wanted = set(names)
     applies: dict[str, set[str]] = collections.defaultdict(set)
@@ -230,7 +238,7 @@ def one_token_loss_frequencies(rows: Iterable[Mapping[str, Any]], names: Iterabl
         one_short = len(row["output_ids"]) - len(rebuilt.ids) == 1
         for name in found:
             applies[name].add(row["case_id"])
-            if one_short:
+            if one_short and (name != "text_between_calls_dropped" or between_calls(list(row["output_ids"]), list(rebuilt.ids))):
                 short[name].add(row["case_id"])
     return {name: (len(short[name]), len(applies[name])) for name in sorted(applies)}
 

@@ -26,12 +26,12 @@ from kimi_recon.usage_stats import TokenCountTally
 #: writer that re-read token_counts wrote it, re-recorded when server_rare_loss (with "seen") replaced some
 #: server_may_have_lost flags, and again when a call id the server may have written got its own flag
 #: (server_rebuilt_tool_call_id), and when the training sample got the usage check every door gives
-#: (its flags and token_counts, issue 35), and when a count one short ruled out a loss that drops ids. A change
-#: of the row format changes them: re-record with
+#: (its flags and token_counts, issue 35), and when a count one short ruled out a loss that drops ids (and an
+#: agreeing one made it unlikely). A change of the row format changes them: re-record with
 #: KIMI_PRINT_DIGESTS=1 python -m pytest tests/openrouter/test_writer_counts.py -s, after checking the rows.
 DIGESTS_BEFORE = {
-    "counter": "0f5f5d9b29d9d1bbfa00802a83dbb846cf46812862054cb6078cec54ca6d1597",
-    "training_sample": "d17caf8fb6007f927a248ec6cc42160710906aee619c12a02013546db5e48494",
+    "counter": "08142078d2f9dfc989c271493b361e0d16dbe7ce38de4476396028b6e78ae5d0",
+    "training_sample": "26f5c381087be60fd317b6f7d7a9cfffd87afa7631fb9cdfdf46e654c446f44c",
 }
 
 
