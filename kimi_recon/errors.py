@@ -17,6 +17,7 @@ catch one type. Errors about input data say which field (and, when known, which 
         │   └── InputFileNotFoundError    ... missing (also FileNotFoundError, so ``except OSError`` works)
         ├── OutputFileError           an output cannot be written without destroying data
         ├── openrouter.OutputLockedError  another process writes the same output
+        ├── openrouter.OutputNotOpenError (also RuntimeError) a row appended to an OutputFile not open
         ├── InvalidRecordError        a dataset record is malformed: .line
         ├── LogprobsError             a logprobs entry maps to no single token id
         └── InvalidTurnError          a malformed assistant turn

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._base.arguments import instance_argument
+from ._base.arguments import bool_argument, instance_argument
 from .errors import InvalidInputError, preview
 from .special_tokens import registry_named
 
@@ -86,7 +86,7 @@ class ChatProfile:
 
     def generation_prompt(self, thinking: bool = True) -> str:
         """The text the chat template appends with ``add_generation_prompt=True``."""
-        return self.prompt_head + (self.thinking_on if thinking else self.thinking_off)
+        return self.prompt_head + (self.thinking_on if bool_argument(thinking, "thinking") else self.thinking_off)
 
     def template_source(self) -> str | None:
         """The bundled template text, or None when the tokenizer's own template is meant."""

@@ -63,6 +63,9 @@ class Reconstruction:
     server: str = "unknown"
 
     def has_flag(self, code: str) -> bool:
+        """Whether a flag of ``code`` (a :class:`~kimi_recon.flags.FlagCode` or its value) is among :attr:`flags`."""
+        if not isinstance(code, str):  # (an array's == answers for each item, not once)
+            raise InvalidInputTypeError(f"must be a flag code (a FlagCode or its string), got {type(code).__name__}", field="code")
         return any(f.code == code for f in self.flags)
 
     def __repr__(self) -> str:  # the ids and text of a long turn would fill a notebook: ends and lengths only

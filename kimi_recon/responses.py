@@ -25,7 +25,7 @@ from typing import Any, TypeGuard
 
 from ._base.arguments import instance_argument, int_argument
 from ._tool_call_ids import MODEL_TOOL_CALL_ID, model_tool_call_id
-from .errors import GenerationFailedError, InvalidResponseError, KimiReconError, ServerReportedError, as_text, preview
+from .errors import GenerationFailedError, InvalidInputTypeError, InvalidResponseError, KimiReconError, ServerReportedError, as_text, preview
 from .models import FINISH_REASONS, AssistantTurn, ToolCall, _call_of_proven_fields, _turn_of_proven_fields
 from .servers import detect_server
 
@@ -282,6 +282,10 @@ def turn_from_response(
         raise _fail(f"must be a non-negative integer, got {preview(choice)}", "choice", sample)
     if finish_reason is not None and not isinstance(finish_reason, str):
         raise _fail(f"must be a string or None, got {type(finish_reason).__name__}", "finish_reason", sample)
+    if type(lenient) is not bool:  # (an array has no truth to read; 1 or "yes" is no answer either)
+        raise InvalidInputTypeError(f"must be True or False, got {type(lenient).__name__}", field="lenient")
+    if field is not None and type(field) is not str:  # (it is written into every error's field name)
+        raise InvalidInputTypeError(f"must be a string or None, got {type(field).__name__}", field="field")
     if lenient and logprobs is None and type(response) is dict:
         fast = _plain_message_turn(response, call_index_offset, finish_reason)
         if fast is not None:

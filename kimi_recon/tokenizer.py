@@ -180,7 +180,15 @@ def _long_runs(piece: str, max_run: int) -> Iterator[tuple[int, int]]:
 
 def _check_text(text: object) -> None:
     if not isinstance(text, str):
-        raise InvalidInputError(f"encode() takes a str, got {type(text).__name__}", field="text")
+        raise InvalidInputTypeError(f"encode() takes a str, got {type(text).__name__}", field="text")
+
+
+def _empty(value: object) -> bool:
+    """True for a value that allows no special token: ``""``, ``0``, an empty collection (an array's truth is no
+    answer: its length is)."""
+    if isinstance(value, Collection):
+        return len(value) == 0
+    return isinstance(value, int) and value == 0
 
 
 def _encode_in_official_chunks(text: str, encode_piece: Callable[[str], list[int]]) -> list[int]:
@@ -344,6 +352,11 @@ class KimiTokenizer:
         return self._specials_scannable
 
     def special_token_text(self, token_id: int) -> str | None:
+        """The text of special token ``token_id``; None for an ordinary id (or one beyond the vocabulary)."""
+        if type(token_id) is not int:
+            if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral):
+                raise InvalidInputTypeError(f"must be a token id (an int), got {type(token_id).__name__}", field="token_id")
+            token_id = int(token_id)  # a numpy id from a column
         return self._special_by_id.get(token_id)
 
     def encode(
@@ -367,7 +380,7 @@ class KimiTokenizer:
         works as in tiktoken code. ``add_special_tokens`` is transformers' word and changes nothing: the Kimi
         tokenizer adds no token either way (a prompt opens with its chat template's own text).
         """
-        if disallowed_special or add_special_tokens is not False:
+        if not (type(disallowed_special) is tuple and not disallowed_special) or add_special_tokens is not False:
             self._check_habit_options(text, allowed_special, disallowed_special, add_special_tokens)
         if allow_special is not None:
             warnings.warn(
@@ -379,13 +392,13 @@ class KimiTokenizer:
             allowed_special = allow_special
         _check_text(text)
         enc = self._encoding
-        if allowed_special is True or allowed_special == "all":
+        if allowed_special is True or (isinstance(allowed_special, str) and allowed_special == "all"):
             return _encode_in_official_chunks(text, functools.partial(enc.encode, allowed_special="all"))
-        if allowed_special is False or not allowed_special:
+        if allowed_special is False or allowed_special is None or _empty(allowed_special):
             return _encode_in_official_chunks(text, enc.encode_ordinary)
         if isinstance(allowed_special, str) or not isinstance(allowed_special, Set):
             raise InvalidInputError(f'must be "all", a set of special-token texts or a bool, got {preview(allowed_special)}', field="allowed_special")
-        allowed = frozenset(t for t in allowed_special if t in self._special)
+        allowed = frozenset(t for t in allowed_special if isinstance(t, str) and t in self._special)
         return _encode_in_official_chunks(text, functools.partial(enc.encode, allowed_special=allowed, disallowed_special=()))
 
     def encode_ordinary_piece(self, text: str) -> list[int]:
@@ -462,6 +475,8 @@ class KimiTokenizer:
         """``encode_ordinary_piece`` of a renderer's own text (tag names, attribute keys), cached: a K3 turn
         holds dozens of these tiny pieces, and a call into tiktoken costs more than their BPE. Do not
         mutate the returned list."""
+        if type(text) is not str:
+            _check_text(text)  # (a set or list would be an unhashable key below)
         ids = self._template_ids.get(text)
         if ids is None:
             ids = self.encode_ordinary_piece(text)
@@ -480,10 +495,12 @@ class KimiTokenizer:
         The same ids as :meth:`encode`, faster: tiktoken converts the allowed set on every call, and a
         handful of texts costs far less than all 256 (the renderer knows which ones a turn holds).
         """
+        if type(special_texts) not in (set, frozenset) and (isinstance(special_texts, str) or not isinstance(special_texts, Collection)):
+            raise InvalidInputTypeError(f"must be a set of special-token texts, got {type(special_texts).__name__}", field="special_texts")
         if not self._specials_scannable:
             return self.encode(text)
         _check_text(text)
-        allowed = {t for t in special_texts if t in self._special}
+        allowed = {t for t in special_texts if isinstance(t, str) and t in self._special}
         return _encode_in_official_chunks(text, functools.partial(self._encoding.encode, allowed_special=allowed, disallowed_special=()))
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
@@ -555,20 +572,20 @@ class KimiTokenizer:
         """``encode``'s ``disallowed_special`` (tiktoken's meaning) and ``add_special_tokens`` (a bool, nothing added)."""
         if not isinstance(add_special_tokens, bool):
             raise InvalidInputTypeError(f"must be True or False, got {preview(add_special_tokens)}", field="add_special_tokens")
-        if not disallowed:
+        if disallowed is None or _empty(disallowed):  # (no truth test: an array has none)
             return
         _check_text(text)
         assert isinstance(text, str)
-        if disallowed == "all":
+        if isinstance(disallowed, str) and disallowed == "all":
             named: frozenset[str] = frozenset(self._special)
         elif isinstance(disallowed, str) or not isinstance(disallowed, Collection):
             raise InvalidInputError(f'must be "all" or a collection of special-token texts, got {preview(disallowed)}', field="disallowed_special")
         else:
             named = frozenset(t for t in disallowed if isinstance(t, str))
-        if allowed is True or allowed == "all":
+        if allowed is True or (isinstance(allowed, str) and allowed == "all"):
             named = frozenset()
         elif isinstance(allowed, Set):
-            named -= frozenset(allowed)
+            named -= frozenset(t for t in allowed if isinstance(t, str))
         found = sorted(t for t in named if t in text)
         if found:
             raise InvalidInputError(

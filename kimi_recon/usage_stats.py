@@ -11,7 +11,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from ._base.arguments import instance_argument
+from ._base.arguments import bool_argument, instance_argument
 from .flags import Flag, FlagCode
 from .usage_check import COMPLETION, PROMPT, REASONING, Convention, TokenCounts
 
@@ -163,6 +163,7 @@ class ConventionLearner:
 
     def learn(self, provider: object, counts: TokenCounts | None) -> None:
         """Count the convention under which ``counts``' completion figure agrees (nothing when it does not)."""
+        instance_argument(counts, "counts", TokenCounts, "a TokenCounts or None", none=True)
         check = counts.completion if counts is not None else None
         if check is None or check.convention is None:
             return
@@ -183,6 +184,8 @@ class ConventionLearner:
         """``completion_tokens_mismatch`` when the row's completion figure agrees only under another convention than
         the one ``provider``'s rows settled on; ``closed`` False (a turn cut before its stop token, where every
         convention counts the same ids) never is."""
+        instance_argument(counts, "counts", TokenCounts, "a TokenCounts or None", none=True)
+        bool_argument(closed, "closed")
         check = counts.completion if counts is not None else None
         if check is None or check.convention is None or not closed:
             return None

@@ -513,3 +513,157 @@ def test_every_public_name_raises_only_named_errors_on_any_arguments(name: str, 
 
 def test_the_known_unnamed_table_names_only_public_callables() -> None:
     assert set(KNOWN_UNNAMED) <= {n for n, _ in PUBLIC}
+
+
+# -- every public method of every public class -----------------------------------------------------------
+#
+# Each public class above (kimi_recon.__all__, the documented submodules, kimi_recon.openrouter's) gets real
+# instances (INSTANCES), and each of its public methods, its class and static methods and the operators it
+# defines ([], in, call) is called with the same random arguments as the functions: wrong types, hostile
+# values, plausible ones. Pass: it returns (an iterator is drained) or raises a KimiReconError. Properties are
+# read on every instance.
+
+#: Operators a class may define for its users, called like methods.
+_OPERATORS = ("__getitem__", "__contains__", "__call__")
+
+
+def _instances() -> dict[str, Callable[[], list[Any]]]:
+    """Real instances of each public class with methods, made when a test asks (each call makes new ones: a
+    method that changes its object cannot spoil the next example)."""
+    from kimi_recon.audit import check_special_tokens
+    from kimi_recon.compare import Comparison, compare_ids
+    from kimi_recon.dataset import audit_dataset, audit_record, reconstruct_records
+    from kimi_recon.flags import Flag, FlagCode
+    from kimi_recon.models import AssistantTurn, ToolCall
+    from kimi_recon.openrouter.generate import RunSummary
+    from kimi_recon.openrouter.options import RequestOptions
+    from kimi_recon.openrouter.output import OutputFile
+    from kimi_recon.render import render_turn_with_flags
+    from kimi_recon.servers import LOSSES, get_server
+    from kimi_recon.special_tokens import SPECIAL_TOKENS
+    from kimi_recon.usage_check import TokenCounts, check_with_profile
+    from kimi_recon.usage_stats import ConventionLearner, TokenCountTally
+
+    record = {"id": "r", "messages": good_messages, "response": {**good_turn, "usage": {"completion_tokens": 9}}, "reference_ids": [1, 2]}
+    call = ToolCall("functions.f:0", "f", '{"a": 1}')
+
+    def counts() -> TokenCounts:
+        return check_with_profile({"prompt_tokens": 3, "completion_tokens": 2, "completion_tokens_details": {"reasoning_tokens": 1}}, [1, 163607, 163586], 3, "kimi-k2.5")
+
+    def comparison() -> Comparison:
+        return compare_ids([1, 2, 163586], [1, 3, 163586], TOK)
+
+    tally = TokenCountTally()
+    tally.add("p", counts())
+    learner = ConventionLearner()
+    learner.learn("p", counts())
+    return {
+        "AssistantTurn": lambda: [AssistantTurn(content="hi"), AssistantTurn(reasoning="r", tool_calls=(call,), finish_reason="length")],
+        "Comparison": lambda: [comparison(), compare_ids([1], [1], TOK)],
+        "Flag": lambda: [Flag(FlagCode.TRUNCATED, "cut", "content", 2)],
+        "KimiTokenizer": lambda: [TOK, load_tokenizer(profile="kimi-k3")],
+        "Reconstruction": lambda: [kimi_recon.reconstruct_output_ids(good_turn), kimi_recon.reconstruct_output_ids({"content": "x"}, profile="kimi-k3")],
+        "ToolCall": lambda: [call, ToolCall(None, "f", {"a": [1]}), ToolCall("x", "f", "not json")],
+        "TrainingSample": lambda: [kimi_recon.build_training_sample(good_messages, good_turn)],
+        "TokenCheckReport": lambda: [check_special_tokens(TOK)],
+        "TokenView": lambda: list(comparison().reference_window[:2]),
+        "DatasetAudit": lambda: [audit_dataset([record, {"id": "bad"}], TOK, progress=False), audit_dataset([], progress=False)],
+        "RecordError": lambda: [r.error for r in reconstruct_records([{"id": "bad"}], TOK)],
+        "RecordReconstruction": lambda: list(reconstruct_records([record, {"id": "bad"}], TOK)),
+        "RecordResult": lambda: [audit_record(record, TOK), audit_record({"id": "bad"}, TOK)],
+        "RunSummary": lambda: [RunSummary(3, 1, 2, 1, 1, 0.5, 0, stopped="x", token_counts=tally.to_dict())],
+        "RequestOptions": lambda: [RequestOptions(model="moonshotai/kimi-k2.5"), RequestOptions(model="m", reasoning=None, stream=True)],
+        "OutputFile": lambda: [OutputFile(Path("log.jsonl"), fsync=False)],
+        "ChatProfile": lambda: [kimi_recon.get_profile(p) for p in kimi_recon.profiles.PROFILES],
+        "RenderedTurn": lambda: [render_turn_with_flags(AssistantTurn(content="hi", tool_calls=(call,)))],
+        "Segment": lambda: list(render_turn_with_flags(AssistantTurn(content="hi", tool_calls=(call,))).segments[:3]),
+        "ParserLoss": lambda: list(LOSSES.values())[:3],
+        "ServerProfile": lambda: [get_server("vllm"), get_server("unknown"), get_server("llama.cpp")],
+        "SpecialTokenRegistry": lambda: [SPECIAL_TOKENS],
+        "CountCheck": lambda: list(counts().checks),
+        "TokenCounts": lambda: [counts()],
+        "ConventionLearner": lambda: [learner],
+        "TokenCountTally": lambda: [tally],
+    }
+
+
+def _methods(cls: type) -> list[str]:
+    """The public methods of ``cls`` (its own and those of kimi_recon classes it derives from) and its operators."""
+    found: list[str] = []
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith("kimi_recon"):
+            continue
+        for attr, value in vars(klass).items():
+            if attr in found or isinstance(value, property):
+                continue
+            if (not attr.startswith("_") and (callable(value) or isinstance(value, (classmethod, staticmethod)))) or attr in _OPERATORS:
+                found.append(attr)
+    return sorted(found)
+
+
+def _properties(cls: type) -> list[str]:
+    return sorted({attr for klass in cls.__mro__ if klass.__module__.startswith("kimi_recon") for attr, v in vars(klass).items() if isinstance(v, property)})
+
+
+PUBLIC_CLASSES = sorted({obj.__name__: obj for _, obj in PUBLIC if inspect.isclass(obj)}.items())
+METHODS = [(f"{name}.{method}", name, method) for name, cls in PUBLIC_CLASSES for method in _methods(cls)]
+#: Methods not called here, and why.
+METHODS_NOT_CALLED = {
+    "OutputFile.open": "opens the log for appending (a context manager): tests/openrouter run it with hostile files",
+}
+
+
+def test_every_public_class_with_methods_has_instances_to_call_them_on() -> None:
+    instances = _instances()
+    missing = [name for name, cls in PUBLIC_CLASSES if (_methods(cls) or _properties(cls)) and name not in instances]
+    assert not missing, f"add instances of {missing} to _instances()"
+    for name, make in instances.items():
+        made = make()
+        assert made, name  # an empty list calls nothing
+        cls = dict(PUBLIC_CLASSES)[name]
+        assert all(isinstance(obj, cls) for obj in made), name
+        for obj in made:  # every property of a real instance reads
+            for prop in _properties(cls):
+                getattr(obj, prop)
+
+
+@pytest.mark.parametrize(("qualified", "cls_name", "method"), METHODS, ids=[q for q, _, _ in METHODS])
+def test_every_public_method_raises_only_named_errors_on_any_arguments(
+    qualified: str, cls_name: str, method: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if qualified in METHODS_NOT_CALLED:
+        pytest.skip(METHODS_NOT_CALLED[qualified])
+    monkeypatch.chdir(tmp_path)  # OutputFile and any path argument write here
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    make = _instances()[cls_name]
+    cls = dict(PUBLIC_CLASSES)[cls_name]
+    unbound = getattr(cls, method)
+    static = isinstance(inspect.getattr_static(cls, method), (classmethod, staticmethod))
+
+    @settings(
+        max_examples=int(os.environ.get("KIMI_FUZZ_PUBLIC_EXAMPLES", "12")),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=DERANDOMIZE,
+    )
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        objects = make()
+        obj = objects[data.draw(st.integers(0, len(objects) - 1))]
+        bound = getattr(cls, method) if static else getattr(obj, method)
+        args, kwargs = data.draw(calls(bound, qualified) if static else _method_calls(unbound, qualified))
+        try:
+            _drained(bound(*real(args), **real(kwargs)))
+        except KimiReconError:
+            pass
+        finally:
+            close = getattr(obj, "close", None)  # an OutputFile holds a lock
+            if callable(close):
+                close()
+
+    check()
+
+
+def _method_calls(unbound: Callable[..., Any], name: str) -> st.SearchStrategy[tuple[list[Any], dict[str, Any]]]:
+    """:func:`calls` for a method, without its ``self``."""
+    return calls(unbound, name).map(lambda drawn: (drawn[0][1:], drawn[1]) if drawn[0] else drawn)

@@ -5,22 +5,32 @@ MemoryError). ``InvalidInputTypeError`` is a ``TypeError`` too, so ``except Type
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import kimi_recon
+import kimi_recon.render
 from kimi_recon import SPECIAL_TOKENS, KimiTokenizer, load_tokenizer
-from kimi_recon.dataset import audit_dataset
+from kimi_recon.dataset import audit_dataset, reconstruct_records
 from kimi_recon.errors import KimiReconError
+from kimi_recon.openrouter.output import OutputFile
 from kimi_recon.openrouter.prompts import read_prompts
 from kimi_recon.openrouter.rebuild import make_prompt_counter
 from kimi_recon.servers import get_server
-from kimi_recon.usage_stats import TokenCountTally
+from kimi_recon.usage_stats import ConventionLearner, TokenCountTally
 
 TOK: KimiTokenizer = load_tokenizer()
 REPORT = audit_dataset([], progress=False)
 RESULT = kimi_recon.audit_record({"response": {"content": "hi"}, "reference_ids": [1]})
+
+def _deep_list(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
 
 # (wrong types on purpose: each call must end in a named error)
 CALLS: dict[str, Callable[[], object]] = {
@@ -42,17 +52,48 @@ CALLS: dict[str, Callable[[], object]] = {
     "audit_dataset('a\\x00b')": lambda: audit_dataset("a\x00b", progress=False),
     "read_prompts('\\ud83d')": lambda: read_prompts("\ud83d"),
     "make_prompt_counter(cache_size=2**64)": lambda: make_prompt_counter(cache_size=2**64),
+    # found by the fuzz of every public method (tests/test_fuzz_named_errors.py), fresh draws
+    "ConventionLearner.learn(5, object())": lambda: ConventionLearner().learn(5, object()),  # type: ignore[arg-type]
+    "ConventionLearner.flag('p', TOK)": lambda: ConventionLearner().flag("p", TOK),  # type: ignore[arg-type]
+    "encode(disallowed_special=np.int64)": lambda: TOK.encode("x", disallowed_special=np.int64(5)),
+    "encode(allowed_special=array)": lambda: TOK.encode("x", allowed_special=np.array(["<|im_end|>", "x"])),  # type: ignore[arg-type]
+    "encode(allowed_special={set})": lambda: TOK.encode("<|im_end|>", allowed_special={frozenset(), 1}, disallowed_special="all"),  # type: ignore[arg-type]
+    "encode_template_text({1, 2})": lambda: TOK.encode_template_text({1, 2}),  # type: ignore[arg-type]
+    "special_token_text({1, 2})": lambda: TOK.special_token_text({1, 2}),  # type: ignore[arg-type]
+    "ChatProfile.generation_prompt(thinking=array)": lambda: kimi_recon.get_profile("kimi-k2.5").generation_prompt(np.array([1, 2])),  # type: ignore[arg-type]
+    "encode_with_specials('x', object())": lambda: TOK.encode_with_specials("x", object()),  # type: ignore[arg-type]
+    "reconstruct_records(executor=deep list)": lambda: list(reconstruct_records([{"response": {"content": "x"}}], executor=_deep_list(3000))),  # type: ignore[arg-type]
+    "turn_from_response(field=array)": lambda: kimi_recon.turn_from_response({"content": None}, field=np.array([1, 2])),  # type: ignore[arg-type]
+    "turn_from_response(field=deep list)": lambda: kimi_recon.turn_from_response({"content": None}, field=_deep_list(3000)),  # type: ignore[arg-type]
+    "turn_from_response(lenient=array)": lambda: kimi_recon.turn_from_response({"content": "x"}, lenient=np.array([1, 2])),  # type: ignore[arg-type]
+    "Reconstruction.has_flag(array)": lambda: kimi_recon.reconstruct_output_ids({"content": "x"}).has_flag(np.array([1, 2])),  # type: ignore[arg-type]
+    "RenderedTurn.has_flag(array)": lambda: kimi_recon.render.render_turn_with_flags(kimi_recon.AssistantTurn(content="x")).has_flag(np.array([1, 2])),  # type: ignore[arg-type]
+    "OutputFile.append not open": lambda: OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"}),
+    "reconstruct_records(executor=array)": lambda: list(reconstruct_records([{"response": {"content": "x"}}], executor=np.array([1, 2]))),  # type: ignore[arg-type]
 }
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
-def test_bad_input_to_a_method_is_a_named_error(name: str) -> None:
+def test_bad_input_to_a_method_is_a_named_error(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(KimiReconError):
         CALLS[name]()
 
 
+def test_the_named_errors_keep_the_types_callers_caught() -> None:
+    with pytest.raises(TypeError):  # InvalidInputTypeError: tiktoken raises TypeError for a text that is not a str
+        TOK.encode_template_text({1, 2})  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        TOK.special_token_text("x")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError):  # OutputNotOpenError: a RuntimeError before it had a name
+        OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"})
+    assert TOK.special_token_text(np.int64(163586)) == "<|im_end|>"  # a numpy id, as a column gives it
+    assert TOK.encode("x", disallowed_special=np.array([1, 2])) == TOK.encode("x")  # was a bare ValueError
+    assert TOK.encode("<|im_end|>", allowed_special=np.array([])) == TOK.encode("<|im_end|>", allowed_special=set())  # type: ignore[arg-type]
+
+
 def test_lookups_take_numpy_integers_and_bytes_like_values_and_membership_never_raises() -> None:
-    assert SPECIAL_TOKENS.get(np.int64(163586)) is not None  # type: ignore[arg-type]  # a numpy id, as a column gives it
-    assert SPECIAL_TOKENS[np.int64(163586)] == "<|im_end|>"  # type: ignore[call-overload]
+    assert SPECIAL_TOKENS.get(np.int64(163586)) is not None  # a numpy id, as a column gives it
+    assert SPECIAL_TOKENS[np.int64(163586)] == "<|im_end|>"
     assert TOK.is_special(np.int64(163586)) and TOK.encode_bytes(bytearray(b"hi")) == TOK.encode_bytes(b"hi")  # type: ignore[arg-type]
     assert [1] not in SPECIAL_TOKENS and "<|im_end|>" in SPECIAL_TOKENS

@@ -198,6 +198,8 @@ def choose_executor(workers: int, executor: str, reloadable: bool = True) -> Run
     pass about ``1 / that share`` of one thread, however many there are: beyond two workers the pool, which spreads
     the Python too, is the one that keeps growing.
     """
+    if not isinstance(executor, str):  # (an array's `in` below has no one answer)
+        raise InvalidInputTypeError(f"must be one of {', '.join(get_args(Executor))}, got {type(executor).__name__}", field="executor")
     if executor not in get_args(Executor):
         raise InvalidInputError(f"must be one of {', '.join(get_args(Executor))}, got {executor!r}", field="executor")
     if workers <= 1:

@@ -5,6 +5,7 @@
     │   └── OpenRouterError          OpenRouter reported an error, or the exchange failed: .retryable, .retries
     └── kimi_recon.errors.InvalidInputError
         ├── OutputLockedError        another process is writing the same output file
+        ├── OutputNotOpenError       (also RuntimeError) a row appended to an OutputFile not open
         └── ... InvalidResponseError a response that is not one readable turn (re-exported here)
 
 :class:`OpenRouterError` is what OpenRouter (or the transport to it) reported: an HTTP error status, an
@@ -220,6 +221,11 @@ def is_retryable_code(code: object) -> bool:
 
 class OutputLockedError(InvalidInputError):
     """Another process is writing the same output file."""
+
+
+class OutputNotOpenError(InvalidInputError, RuntimeError):
+    """A row was appended to an :class:`~kimi_recon.openrouter.output.OutputFile` that is not open (open it with
+    ``with OutputFile(path) as out``); a ``RuntimeError`` as this error was before it had a name."""
 
 
 class OpenRouterError(ServerReportedError):

@@ -42,7 +42,7 @@ from .._base.files import SURROGATE, read_lines
 from .._base.files import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
 from ..errors import InvalidInputError, OutputFileError
 from ..flags import Flag, FlagCode, flags_to_json
-from .errors import MIN_SECRET_LENGTH, holds_secret, holds_secret_spelled, redact
+from .errors import MIN_SECRET_LENGTH, OutputNotOpenError, holds_secret, holds_secret_spelled, redact
 from .errors import OutputLockedError as OutputLockedError  # defined with the adapter's errors; importable here as before
 from .parse import join_surrogate_pairs
 from .rows import cost_of
@@ -332,7 +332,7 @@ class OutputFile:
     def append(self, row: Mapping[str, Any]) -> str:
         """Write one row as one line, durably; return the status written (see :func:`encode_row`)."""
         if self._fd is None:
-            raise RuntimeError("output file is not open")
+            raise OutputNotOpenError(f"{self.path} is not open: append inside `with OutputFile(path) as out:`", field="output")
         final, data = _encode(row, self._secret)
         view = memoryview(data)
         while view:
