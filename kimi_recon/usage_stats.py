@@ -11,7 +11,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from ._base.arguments import bool_argument, instance_argument
+from ._base.arguments import bool_argument, instance_argument, int_argument
+from .errors import InvalidInputTypeError
 from .flags import Flag, FlagCode
 from .usage_check import COMPLETION, PROMPT, REASONING, Convention, TokenCounts
 
@@ -232,6 +233,33 @@ def learned_conventions_applied(
     (:class:`ConventionLearner`). ``usage(result)`` is ``(provider, usage check, closed)``: who served it, its check
     (None: none), and whether the turn ended on its stop token. A result with nothing to judge passes at once
     unless an earlier one waits; memory: at most ``window`` results."""
+    if isinstance(results, (str, bytes, Mapping)) or not isinstance(results, Iterable):
+        raise InvalidInputTypeError(f"must be an iterable of results, got {type(results).__name__}", field="results")
+    for name, fn in (("usage", usage), ("flagged", flagged)):
+        if not callable(fn):
+            raise InvalidInputTypeError(f"must be a function, got {type(fn).__name__}", field=name)
+    return _applied(results, _checked_usage(usage), flagged, int_argument(window, "window", minimum=1))
+
+
+def _checked_usage(usage: Callable[[_T], tuple[str | None, TokenCounts | None, bool]]) -> Callable[[_T], tuple[str | None, TokenCounts | None, bool]]:
+    """``usage`` whose answer is checked: a triple whose check is a :class:`TokenCounts` or None."""
+
+    def checked(result: _T) -> tuple[str | None, TokenCounts | None, bool]:
+        got = usage(result)
+        if type(got) is not tuple or len(got) != 3:
+            raise InvalidInputTypeError(f"must return (provider, usage check, closed), got {type(got).__name__}", field="usage")
+        instance_argument(got[1], "usage", TokenCounts, "a function returning a TokenCounts or None second", none=True)
+        return got
+
+    return checked
+
+
+def _applied(
+    results: Iterable[_T],
+    usage: Callable[[_T], tuple[str | None, TokenCounts | None, bool]],
+    flagged: Callable[[_T, Flag], _T],
+    window: int,
+) -> Iterator[_T]:
     learner = ConventionLearner()
     held: deque[_T] = deque()
 

@@ -97,3 +97,18 @@ def test_lookups_take_numpy_integers_and_bytes_like_values_and_membership_never_
     assert SPECIAL_TOKENS[np.int64(163586)] == "<|im_end|>"
     assert TOK.is_special(np.int64(163586)) and TOK.encode_bytes(bytearray(b"hi")) == TOK.encode_bytes(b"hi")  # type: ignore[arg-type]
     assert [1] not in SPECIAL_TOKENS and "<|im_end|>" in SPECIAL_TOKENS
+
+
+def test_learned_conventions_applied_names_what_it_was_given_wrong() -> None:
+    from kimi_recon.usage_stats import learned_conventions_applied
+
+    for results, usage, flagged, window in (
+        (None, lambda r: (None, None, True), lambda r, f: r, 8),
+        ([1], None, lambda r, f: r, 8),
+        ([1], lambda r: (None, None, True), None, 8),
+        ([1], lambda r: (None, None, True), lambda r, f: r, 0),
+        ([1], lambda r: None, lambda r, f: r, 8),
+        ([1], lambda r: (None, object(), True), lambda r, f: r, 8),
+    ):
+        with pytest.raises(KimiReconError):
+            list(learned_conventions_applied(results, usage, flagged, window))  # type: ignore[arg-type]
