@@ -312,17 +312,21 @@ def _audit_thresholds(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _verdict_writer(out: TextIO) -> Callable[[RecordResult], None]:
-    """What writes each record's verdict to ``out`` as one JSON line (``audit --records``)."""
+def _verdict_writer(outs: Sequence[TextIO]) -> Callable[[RecordResult], None]:
+    """What writes each record's verdict to each of ``outs`` as one JSON line (``--records``, the ``--json`` spool)."""
     from ._batch.report_io import record_verdict
 
     def write(result: RecordResult) -> None:
-        out.write(to_json_line(record_verdict(result)) + "\n")
+        line = json.dumps(record_verdict(result)) + "\n"  # ASCII: a lone surrogate is its JSON escape
+        for out in outs:
+            out.write(line)
 
     return write
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    import tempfile
+
     from ._batch.report_io import run_facts, write_reports
     from .dataset import audit_dataset
 
@@ -333,28 +337,33 @@ def cmd_audit(args: argparse.Namespace) -> int:
     _check_files(args, [("--json", args.json), ("--html", args.html), ("--records", args.records)])
     with contextlib.ExitStack() as files:
         # The verdicts are written as the records are read, never held: memory stays flat for any number of them.
-        # The file replaces its old self only when the audit ends (an error or Ctrl-C keeps the old one).
-        verdicts = None if args.records is None else _verdict_writer(files.enter_context(atomic_output(args.records, "--records")))
-        report = audit_dataset(
-            args.input,
-            _tokenizer(args),
-            profile=args.profile,
-            thinking=False if args.no_thinking else None,
-            workers=args.workers,
-            executor=args.executor,
-            worst=args.html_examples,
-            server=args.server,
-            examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
-            progress=_progress(args),
-            on_record=verdicts,
-        )
-    failures = _audit_failures(args, report)
-    source = "the bundled sample" if args.sample else ("stdin" if is_stdio(args.input) else str(args.input))
-    run = run_facts(source, failures, _audit_thresholds(args))
-    if args.records is not None:
-        run["records"] = "stdout" if is_stdio(args.records) else str(args.records)
-    # The report files first: a reader of stdout that goes away (``| head``) must not cost them.
-    write_reports(report, json_path=args.json, html_path=args.html, run=run)
+        # --records replaces its old self only when the audit ends (an error or Ctrl-C keeps the old one); the
+        # JSON report's "records" are spooled to a temporary file and copied into it at the end.
+        spool = None if args.json is None else files.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+        outs: list[TextIO] = [] if spool is None else [spool]
+        with contextlib.ExitStack() as records_file:
+            if args.records is not None:
+                outs.append(records_file.enter_context(atomic_output(args.records, "--records")))
+            report = audit_dataset(
+                args.input,
+                _tokenizer(args),
+                profile=args.profile,
+                thinking=False if args.no_thinking else None,
+                workers=args.workers,
+                executor=args.executor,
+                worst=args.html_examples,
+                server=args.server,
+                examples=max(args.examples, 5),  # the JSON report keeps at least 5 of each kind, whatever the summary shows
+                progress=_progress(args),
+                on_record=_verdict_writer(outs) if outs else None,
+            )
+        failures = _audit_failures(args, report)
+        source = "the bundled sample" if args.sample else ("stdin" if is_stdio(args.input) else str(args.input))
+        run = run_facts(source, failures, _audit_thresholds(args))
+        if args.records is not None:
+            run["records_file"] = "stdout" if is_stdio(args.records) else str(args.records)
+        # The report files first: a reader of stdout that goes away (``| head``) must not cost them.
+        write_reports(report, json_path=args.json, html_path=args.html, run=run, records=spool)
     # With --json - (or --html -, --records -), stdout carries that output alone and the readable summary goes to stderr.
     to_stdout = any(path is not None and is_stdio(path) for path in (args.json, args.html, args.records))
     if not args.quiet:

@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .._base.files import SURROGATE, atomic_output, is_device, is_stdio
 from ..errors import OutputFileError
@@ -49,11 +49,21 @@ def report_html(report: DatasetAudit, run: Mapping[str, Any] | None = None) -> s
     return render_html(json.loads(json.dumps(_with_run(report, run))))
 
 
-def _json_text(report: DatasetAudit, run: Mapping[str, Any] | None) -> str:
+def _write_json(out: TextIO, report: DatasetAudit, run: Mapping[str, Any] | None, records: TextIO | None) -> None:
+    """The JSON report, indented; with ``records`` (one verdict's JSON a line, read from its start), ``"records"``
+    last, one verdict a line, copied through as they are: the report never holds them in memory."""
     # A record id or text read from JSON may hold a lone surrogate (``"\ud800"``), which UTF-8 cannot carry:
     # written as a JSON escape it reads back as the same string.
-    text = json.dumps(_with_run(report, run), ensure_ascii=False, indent=2)
-    return SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+    head = SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(_with_run(report, run), ensure_ascii=False, indent=2))
+    if records is None:
+        out.write(head + "\n")
+        return
+    out.write(head[: -len("\n}")] + ',\n  "records": [')
+    first = True
+    for line in records:
+        out.write(("\n    " if first else ",\n    ") + line.rstrip("\n"))
+        first = False
+    out.write("]\n}\n" if first else "\n  ]\n}\n")
 
 
 def record_verdict(result: RecordResult) -> dict[str, Any]:
@@ -96,9 +106,11 @@ def write_reports(
     json_path: str | os.PathLike[str] | None = None,
     html_path: str | os.PathLike[str] | None = None,
     run: Mapping[str, Any] | None = None,
+    records: TextIO | None = None,
 ) -> None:
     """Write the JSON and/or HTML report, each replacing its file whole (``-`` is stdout); ``run``
-    (:func:`run_facts`) is written in both as ``"run"``."""
+    (:func:`run_facts`) is written in both as ``"run"``. ``records``, a file of one verdict (:func:`record_verdict`)
+    as JSON a line, becomes the JSON report's ``"records"``, copied from the file's start."""
     outputs: list[tuple[str | os.PathLike[str], str]] = []
     if json_path is not None:
         outputs.append((json_path, "--json"))
@@ -106,6 +118,10 @@ def write_reports(
         outputs.append((html_path, "--html"))
     # Files first, stdout last: a reader of stdout that goes away (``| head``) must not cost the files.
     for path, option in sorted(outputs, key=lambda output: is_stdio(output[0])):
-        text = _json_text(report, run) if option == "--json" else report_html(report, run)
         with atomic_output(path, option) as f:
-            f.write(text)
+            if option == "--json":
+                if records is not None:
+                    records.seek(0)
+                _write_json(f, report, run, records)
+            else:
+                f.write(report_html(report, run))

@@ -1,6 +1,6 @@
-"""``audit --records FILE``: one verdict per record, as JSON Lines, streamed (issue 33: ``audit --json`` had only
-aggregates and the 20 worst records, nothing a script could filter per record). The report's run line names the
-thresholds as they were applied."""
+"""Per-record verdicts (issue 33: ``audit --json`` had only aggregates and the 20 worst records, nothing a script
+could filter per record): ``"records"`` in the JSON report and ``audit --records FILE`` as JSON Lines, both
+streamed. The report's run line names the thresholds as they were applied."""
 
 from __future__ import annotations
 
@@ -47,7 +47,10 @@ def test_records_writes_one_verdict_per_record_in_input_order(tmp_path: Path) ->
     assert all(v["first_diff"] >= 0 for v in verdicts[:-1] if not v["exact"])
     data = json.loads(report.read_text(encoding="utf-8"))
     assert Counter(v["kind"] for v in verdicts if v["kind"] != "error") == Counter({k: n for k, n in data["counts"].items() if n})
-    assert data["run"]["records"] == str(records)
+    assert data["run"]["records_file"] == str(records)
+    # the JSON report holds the same verdicts, last, one a line
+    assert data["records"] == verdicts and list(data)[-1] == "records"
+    assert sum(line.startswith('    {"index": ') for line in report.read_text(encoding="utf-8").splitlines()) == 37
 
 
 def test_records_load_as_a_table() -> None:
@@ -59,6 +62,18 @@ def test_records_load_as_a_table() -> None:
         assert main(["audit", "--sample", "--records", str(path), "-q"]) == 0
         table = datasets.load_dataset("json", data_files=str(path), split="train")
         assert table.num_rows == 37 and table.column_names == KEYS
+
+
+def test_the_json_report_alone_holds_every_verdict(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    assert main(["audit", "--sample", "--json", str(report), "-q"]) == 0
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert [v["line"] for v in data["records"]] == list(range(1, 38)) and "records_file" not in data["run"]
+    assert [v["id"] for v in data["records"][:-1]] == [json.loads(line)["id"] for line in _sample_lines()[:-1]]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    main(["audit", str(empty), "--json", str(report), "-q"])
+    assert json.loads(report.read_text(encoding="utf-8"))["records"] == []
 
 
 def test_records_to_stdout_moves_the_summary_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
