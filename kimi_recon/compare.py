@@ -132,5 +132,11 @@ def compare_checked_ids(reference: list[int], reconstructed: list[int], tokenize
     instance_argument(reference, "reference", list, "a list of token ids (see check_ids)")
     instance_argument(reconstructed, "reconstructed", list, "a list of token ids (see check_ids)")
     view = id_view(tokenizer)
-    kinds, detail = classify(reference, reconstructed, view, ALIGN_BUDGET)
-    return comparison(reference, reconstructed, kinds, detail, context, view)
+    try:
+        kinds, detail = classify(reference, reconstructed, view, ALIGN_BUDGET)
+        return comparison(reference, reconstructed, kinds, detail, context, view)
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError):
+        # ids that were not checked after all: the checker names the list and the item (free when they were)
+        check_ids(reference, tokenizer, "reference")
+        check_ids(reconstructed, tokenizer, "reconstructed")
+        raise

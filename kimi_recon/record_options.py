@@ -138,8 +138,10 @@ def parse_options(
 
     ``thinking``: the record's ``thinking``, else what its request says (:func:`_record_thinking`), else the keyword;
     None there too means on, with ``thinking_stated`` False."""
-    if isinstance(read, (str, bytes)) or not isinstance(read, Collection):
+    if isinstance(read, (str, bytes, bytearray)) or not isinstance(read, Collection):
         raise InvalidInputTypeError(f"must be a collection of record keys, got {type(read).__name__}", field="read")
+    if read is not OPTION_KEYS and type(read) is not frozenset:  # a key's `in` must not fail on what else it holds
+        read = frozenset(key for key in read if isinstance(key, str))
     own = record if record is not None else {}
     if not isinstance(own, Mapping):
         raise InvalidInputError(f"must be an object, got {type(own).__name__}", field="record", sample=sample)

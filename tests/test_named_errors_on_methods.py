@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kimi_recon
+import kimi_recon.compare
 import kimi_recon.render
 from kimi_recon import SPECIAL_TOKENS, KimiTokenizer, load_tokenizer
 from kimi_recon.dataset import audit_dataset, reconstruct_records
@@ -18,6 +19,7 @@ from kimi_recon.errors import KimiReconError
 from kimi_recon.openrouter.output import OutputFile
 from kimi_recon.openrouter.prompts import read_prompts
 from kimi_recon.openrouter.rebuild import make_prompt_counter
+from kimi_recon.record_options import parse_options
 from kimi_recon.servers import get_server
 from kimi_recon.usage_stats import ConventionLearner, TokenCountTally
 
@@ -68,6 +70,8 @@ CALLS: dict[str, Callable[[], object]] = {
     "turn_from_response(lenient=array)": lambda: kimi_recon.turn_from_response({"content": "x"}, lenient=np.array([1, 2])),  # type: ignore[arg-type]
     "Reconstruction.has_flag(array)": lambda: kimi_recon.reconstruct_output_ids({"content": "x"}).has_flag(np.array([1, 2])),  # type: ignore[arg-type]
     "RenderedTurn.has_flag(array)": lambda: kimi_recon.render.render_turn_with_flags(kimi_recon.AssistantTurn(content="x")).has_flag(np.array([1, 2])),  # type: ignore[arg-type]
+    "compare_checked_ids(nested lists)": lambda: kimi_recon.compare.compare_checked_ids([], [[[1]]], TOK),  # type: ignore[list-item]
+    "parse_options(read=bytearray)": lambda: parse_options(read=bytearray(b"ab")),  # type: ignore[arg-type]
     "OutputFile.append not open": lambda: OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"}),
     "reconstruct_records(executor=array)": lambda: list(reconstruct_records([{"response": {"content": "x"}}], executor=np.array([1, 2]))),  # type: ignore[arg-type]
 }
@@ -88,6 +92,7 @@ def test_the_named_errors_keep_the_types_callers_caught() -> None:
     with pytest.raises(RuntimeError):  # OutputNotOpenError: a RuntimeError before it had a name
         OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"})
     assert TOK.special_token_text(np.int64(163586)) == "<|im_end|>"  # a numpy id, as a column gives it
+    assert parse_options(read=[np.array([1, 2]), "profile"], profile="kimi-k3").profile.name == "kimi-k3"  # type: ignore[list-item]
     assert TOK.encode("x", disallowed_special=np.array([1, 2])) == TOK.encode("x")  # was a bare ValueError
     assert TOK.encode("<|im_end|>", allowed_special=np.array([])) == TOK.encode("<|im_end|>", allowed_special=set())  # type: ignore[arg-type]
 
