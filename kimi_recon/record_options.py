@@ -254,8 +254,7 @@ def _record_thinking(record: Mapping[str, Any]) -> object:
     own = record.get("thinking")
     if own is not None:
         return own
-    request = record.get("request")
-    for source in (record, request) if isinstance(request, Mapping) else (record,):
+    for source in _request_sources(record):
         for key in ("thinking", "reasoning", "chat_template_kwargs"):
             said = _thinking_said(key, source.get(key))
             if said is not None:
@@ -268,8 +267,7 @@ def _record_thinking(record: Mapping[str, Any]) -> object:
 def _keeps_reasoning(record: Mapping[str, Any]) -> bool:
     """Whether the record's request asked to keep every earlier turn's reasoning in the prompt: Moonshot's
     ``thinking: {"keep": "all"}`` (K2.6's preserved thinking) or a server's ``chat_template_kwargs.preserve_thinking``."""
-    request = record.get("request")
-    for source in (record, request) if isinstance(request, Mapping) else (record,):
+    for source in _request_sources(record):
         thinking, kwargs = source.get("thinking"), source.get("chat_template_kwargs")
         if (isinstance(thinking, Mapping) and thinking.get("keep") == "all") or (isinstance(kwargs, Mapping) and kwargs.get("preserve_thinking") is True):
             return True
@@ -291,11 +289,27 @@ def _kept_reasoning(prof: ChatProfile, template: str | None, kwargs: dict[str, A
 
 def _record_or_request(record: Mapping[str, Any], key: str) -> object:
     """``record[key]``, else the same key of its ``request`` object (None when neither has it)."""
-    own = record.get(key)
-    if own is not None:
-        return own
+    for source in _request_sources(record):
+        value = source.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _request_sources(record: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    """Where a record's request settings are read, first found wins: the record, the ``extra_body`` of its
+    ``request`` (the openai SDK merges ``extra_body`` into the request body, over its other keys: vLLM's
+    ``chat_template_kwargs`` and OpenRouter's ``reasoning`` travel there), the ``request``, and the record's own
+    ``extra_body`` (a record that is the SDK call's keyword arguments)."""
     request = record.get("request")
-    return request.get(key) if isinstance(request, Mapping) else None
+    sources: list[Mapping[str, Any]] = [record]
+    if isinstance(request, Mapping):
+        extra = request.get("extra_body")
+        sources += [extra, request] if isinstance(extra, Mapping) else [request]
+    own_extra = record.get("extra_body")
+    if isinstance(own_extra, Mapping):
+        sources.append(own_extra)
+    return tuple(sources)
 
 
 def _thinking_said(key: str, value: object) -> bool | None:
@@ -328,8 +342,7 @@ def _record_thinking_effort(record: Mapping[str, Any]) -> object:
     own = record.get("thinking_effort")
     if own is not None:
         return own
-    request = record.get("request")
-    for source in (record, request) if isinstance(request, Mapping) else (record,):
+    for source in _request_sources(record):
         candidates = [source.get("thinking_effort"), source.get("reasoning_effort")]
         for key, name in (("thinking", "effort"), ("chat_template_kwargs", "thinking_effort"), ("chat_template_kwargs", "reasoning_effort"), ("reasoning", "effort")):
             holder = source.get(key)

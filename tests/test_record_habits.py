@@ -58,3 +58,23 @@ def test_stream_chunks_given_as_a_response_say_where_they_go() -> None:
             kimi_recon.turn_from_response(held)
     whole = {"model": "moonshotai/kimi-k2.5", "choices": [{"message": {"role": "assistant", "content": "4", "reasoning": "Easy."}, "finish_reason": "stop"}]}
     assert kimi_recon.reconstruct_output_ids(turn_from_stream(chunks)).ids == kimi_recon.reconstruct_output_ids(whole).ids
+
+
+@pytest.mark.parametrize(
+    "extra_body",
+    [
+        {"chat_template_kwargs": {"thinking": False}},  # vLLM / SGLang, as their docs pass it through the openai SDK
+        {"chat_template_kwargs": {"enable_thinking": False}},
+        {"reasoning": {"enabled": False}},  # OpenRouter
+        {"thinking": {"type": "disabled"}},  # Moonshot
+    ],
+)
+def test_request_settings_under_the_openai_sdks_extra_body_are_read(extra_body: dict[str, Any], tok: KimiTokenizer) -> None:
+    """The openai SDK sends ``extra_body`` merged into the request; a record of the call's arguments keeps it
+    nested, and the thinking-off answer gained a ``</think>`` (flagged thinking_assumed)."""
+    answer = {"model": "moonshotai/kimi-k2.5", "choices": [{"message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}]}
+    off = reconstruct_record({"response": answer, "thinking": False}, tok)
+    for record in ({"request": {"model": "moonshotai/kimi-k2.5", "extra_body": extra_body}, "response": answer},
+                   {"model": "moonshotai/kimi-k2.5", "extra_body": extra_body, "response": answer}):
+        rebuilt = reconstruct_record(record, tok)
+        assert rebuilt.ids == off.ids == [19, 163586] and rebuilt.flags == ()
