@@ -324,9 +324,16 @@ def turn_from_response(
         ch, where = resp, field
     else:  # a bare message: it is its own choice
         if not any(name in resp for name in MESSAGE_FIELDS):
+            # the Responses API (client.responses.create, /v1/responses) gives a list of output items instead
+            responses_api = (
+                "; it is a Responses API object ('output' items), which is not read: ask the chat completions endpoint "
+                "(client.chat.completions.create, /v1/chat/completions), whose message keeps the reasoning and tool calls"
+                if isinstance(resp.get("output"), list) or resp.get("object") == "response"
+                else ""
+            )
             raise _fail(
                 "is neither a chat completion (no 'choices'), nor a choice (no 'message'), nor an assistant message "
-                f"(none of {', '.join(MESSAGE_FIELDS)}); keys found: {sorted(map(str, resp))[:10]}",
+                f"(none of {', '.join(MESSAGE_FIELDS)}); keys found: {sorted(map(str, resp))[:10]}{responses_api}",
                 field or "response",
                 sample,
             )

@@ -78,3 +78,13 @@ def test_request_settings_under_the_openai_sdks_extra_body_are_read(extra_body: 
                    {"model": "moonshotai/kimi-k2.5", "extra_body": extra_body, "response": answer}):
         rebuilt = reconstruct_record(record, tok)
         assert rebuilt.ids == off.ids == [19, 163586] and rebuilt.flags == ()
+
+
+def test_a_responses_api_object_says_which_endpoint_to_ask() -> None:
+    import kimi_recon
+    from kimi_recon.errors import InvalidResponseError
+
+    response = {"id": "resp_1", "object": "response", "model": "moonshotai/kimi-k2.5", "status": "completed",
+                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "4"}]}]}  # fmt: skip
+    with pytest.raises(InvalidResponseError, match=r"Responses API.*chat completions"):
+        kimi_recon.turn_from_response(response)
