@@ -18,6 +18,7 @@ import difflib
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,14 @@ STREAM_BUILDS = ("vllm==0.33.0",)
 #: tokens), written to tests/data/servers/spaced/; generated outputs only (the official turns would add
 #: 2 MB and nothing new)
 SPACED_BUILDS = ("vllm==0.15.1", "vllm==0.33.0")
+#: Builds of tests/data/servers/BUILDS.json's parser sets that no measured build stands for: the set's newest release,
+#: driven with its Kimi parser files (only those, read over range requests by scripts/server_builds.py) swapped into
+#: the unpacked tree of the measured build of its layout, whose chat assembly stays. Written to
+#: tests/data/servers/swapped/ as the rows that differ from that measured build's (the others are the same).
+BUILDS_JSON = OUT / "BUILDS.json"
+sys.path.insert(0, str(HERE))
+import kimi_files  # noqa: E402
+
 #: what the parsers import that a server venv would have (pure Python here; torch never)
 HARNESS_DEPS = ["pydantic", "regex", "partial-json-parser", "openai", "msgspec", "packaging", "numpy", "tiktoken", "jinja2", "tqdm"]
 COMMAND = "python scripts/server_conformance.py"
@@ -99,6 +108,112 @@ def venv_python(cache: Path) -> Path:
     return python
 
 
+def swap_base(family: str, files: list[str]) -> tuple[str | None, str]:
+    """The measured build whose tree takes a release's Kimi parser files, or None and why not."""
+    names = set(files)
+    if family == "vllm":
+        if "vllm/parser/kimi_k2.py" in names:
+            return "vllm==0.33.0", "vllm/parser/ layout (ParserManager), as 0.33.0"
+        if "vllm/tool_parsers/kimi_k2_tool_parser.py" in names:
+            return "vllm==0.15.1", "vllm/tool_parsers/ layout, as 0.15.1"
+        return None, ("tool parser under vllm/entrypoints/openai/tool_parsers/ with its protocol module there: "
+                      "needs the whole wheel and a driver for the old serving_chat.py")  # fmt: skip
+    if "sglang/srt/function_call/kimik2_detector.py" in names:
+        return "sglang==0.5.23", "sglang/srt/function_call/ layout, as 0.5.23"
+    return None, "no Kimi K2 detector"
+
+
+#: a release's file path -> where the measured tree imports that module from (SGLang moved reasoning_parser.py)
+MOVED = {"sglang/srt/reasoning_parser.py": "sglang/srt/parser/reasoning_parser.py"}
+
+
+#: bump when swapped_tree's rules change (a cached swapped tree of other rules is rebuilt)
+SWAP_RULES = 2
+
+
+def _kimi_meta(cache: Path, build: str) -> dict[str, Any]:
+    family, version = build.split("==")
+    path = cache / "kimi-files" / f"{family}-{version}" / "KIMI_FILES.json"
+    if not path.exists():
+        raise SystemExit(f"{path} missing: run `python scripts/server_builds.py --check` first (it reads the Kimi files over range requests)")
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def swapped_tree(cache: Path, build: str, base: str, mode: str) -> Path:
+    """The base build's unpacked tree (hard links) with ``build``'s Kimi parser files in place of the base's.
+
+    ``mode`` ``"all"``: every Kimi file of the release (the Kimi parsers and the bases and engines they import);
+    ``"kimi"``: the Kimi-named parser files only, the base's shared modules kept, and in a module other makers'
+    parsers share (SGLang's reasoning_parser.py) the release's Kimi classes grafted over the base's (for a release
+    whose shared modules no longer fit the base's other parsers)."""
+    family, version = build.split("==")
+    base_src = unpack(cache, base, fetch_wheel(cache, base))
+    own = _kimi_meta(cache, build)
+    target = cache / "src" / f"{build.replace('==', '-')}-on-{base.replace('==', '-')}-{mode}"
+    marker = target / ".swapped"
+    stamp = json.dumps({"base": base, "parsers": own["parsers"], "wheel_sha256": own["wheel_sha256"], "mode": mode, "rules": SWAP_RULES}, sort_keys=True)
+    if marker.exists() and marker.read_text() == stamp:
+        return target
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(base_src, target, copy_function=os.link)
+    src = cache / "kimi-files" / f"{family}-{version}"
+    swapped = [p for p in own["parsers"] if mode == "all" or kimi_files.is_kimi_file(p, family)]
+    for path in _kimi_meta(cache, base)["parsers"]:  # the base's own Kimi files go: a file the release lacks is absent
+        if mode == "all" or (kimi_files.is_kimi_file(path, family) and _has_k3(own["parsers"]) >= _has_k3([path])):
+            # (in "kimi" mode a K3 file of the base stays when the release has none: the base's other modules import
+            # it; the release's rows then leave K3 out, see drive_swapped)
+            (target / MOVED.get(path, path)).unlink(missing_ok=True)
+    for path in swapped:
+        dest = target / MOVED.get(path, path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.unlink(missing_ok=True)  # (a hard link to the base's file: never write through it)
+        dest.write_bytes((src / path).read_bytes())
+    if mode == "kimi":
+        for path in own["parsers"]:
+            if path in kimi_files.SHARED_REASONING[family]:
+                dest = target / MOVED.get(path, path)
+                text = dest.read_text(encoding="utf-8") + _graft((src / path).read_text(encoding="utf-8"), build)
+                dest.unlink()
+                dest.write_text(text, encoding="utf-8")
+    marker.write_text(stamp)
+    return target
+
+
+def _has_k3(paths: list[str]) -> bool:
+    return any("k3" in p.rsplit("/", 1)[-1] for p in paths)
+
+
+def _graft(release_source: str, build: str) -> str:
+    """The release's Kimi classes appended to the base's shared module, and its dispatch table pointed at them."""
+    import ast
+
+    tree = ast.parse(release_source)
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and kimi_files.SHARED_KEEP.search(n.name)]
+    names = [n.name for n in classes]
+    lines = release_source.splitlines()
+    body = "\n\n".join("\n".join(lines[n.lineno - 1 - len(n.decorator_list) : n.end_lineno]) for n in classes)
+    return (
+        f"\n\n# --- grafted by kimi-recon's conformance harness: {build}'s Kimi classes ---\n{body}\n\n"
+        f"for _key, _cls in list(getattr(ReasoningParser, 'DetectorMap', {{}}).items()):\n"
+        f"    if getattr(_cls, '__name__', None) in {names!r}:\n"
+        f"        ReasoningParser.DetectorMap[_key] = globals()[_cls.__name__]\n"
+    )
+
+
+def swap_builds(cache: Path) -> list[tuple[str, str | None, str]]:
+    """``(build, base or None, why)`` for every parser set of BUILDS.json that no measured build stands for."""
+    data = json.loads(BUILDS_JSON.read_text(encoding="utf-8"))
+    out = []
+    for family, entry in data["families"].items():
+        for s in entry["parser_sets"]:
+            if s["measured"]:
+                continue
+            base, why = swap_base(family, list(s["files"]))
+            out.append((s["stands_for_it"], base, why))
+    return out
+
+
 def freeze(python: Path) -> list[str]:
     out = run([str(python), "-m", "pip", "freeze", "--exclude-editable"], capture_output=True).stdout
     return sorted(line for line in out.splitlines() if line and not line.startswith("-e"))
@@ -124,9 +239,11 @@ def golden_row(build: str, case: dict[str, Any], result: dict[str, Any]) -> dict
     }
 
 
-def _write_rows(path: Path, build: str, cases: dict[str, dict[str, Any]], stdout: bytes) -> list[dict[str, Any]]:
+def _write_rows(path: Path, build: str, cases: dict[str, dict[str, Any]], stdout: bytes, *, random: bool = False) -> list[dict[str, Any]]:
+    """The rows of the fixed cases (``random`` False) or of the seeded random ones (tests/data/servers/random/)."""
     results = [json.loads(line) for line in stdout.decode("utf-8").splitlines() if line.startswith("{")]
-    rows = [golden_row(build, cases[r["case_id"]], r) for r in results]
+    rows = [golden_row(build, cases[r["case_id"]], r) for r in results if (cases[r["case_id"]]["source"] == "random") == random]
+    path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n" for row in rows)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -134,7 +251,57 @@ def _write_rows(path: Path, build: str, cases: dict[str, dict[str, Any]], stdout
     return rows
 
 
-def generate(cache: Path, out: Path, builds: list[str]) -> dict[str, Any]:
+def drive_swapped(
+    cache: Path, python: Path, out: Path, build: str, base: str, why: str, cases_path: Path, cases: dict[str, dict[str, Any]], env: dict[str, str]
+) -> dict[str, Any]:
+    """Drive ``build``'s Kimi parsers in ``base``'s tree; write the rows whose response or error differs from the base's."""
+    driver = HERE / BUILDS[base][1]
+    name = base.replace("==", "-") + ".jsonl"
+    lines = (out / name).read_text(encoding="utf-8").splitlines() + (out / "random" / name).read_text(encoding="utf-8").splitlines()
+    base_rows = {r["case_id"]: r for r in map(json.loads, lines)}
+    failure = ""
+    best: tuple[int, str, list[dict[str, Any]]] | None = None
+    for mode in ("all", "kimi"):  # the mode that answers more rows without raising (every Kimi file first on a tie)
+        source = swapped_tree(cache, build, base, mode)
+        with cases_path.open("rb") as stdin:
+            proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1]], stdin=stdin, capture_output=True, env=env, check=False)
+        results = [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines() if line.startswith("{")]
+        answered = sum(1 for r in results if "error" not in r) if proc.returncode == 0 else 0
+        if answered and (best is None or answered > best[0]):
+            best = (answered, mode, results)
+        if not answered:
+            tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"every one of {len(results)} rows raised"]
+            failure += f"{mode}: {tail[0].replace(str(cache), '<cache>')[:300]}; "
+    if best is None:
+        return {"base": base, "why": why, "driven": False, "failure": failure.strip()}
+    _, mode, results = best
+    # Profiles the swap cannot drive: K3 when the release has no K3 parser (the server had no kimi_k3 then), and a
+    # profile whose every row raises here but not in the base (the release's parser does not fit the base's manager).
+    not_driven: dict[str, str] = {}
+    if not _has_k3(_kimi_meta(cache, build)["parsers"]):
+        not_driven["kimi-k3"] = "no K3 parser in this release"
+    for profile in sorted({cases[r["case_id"]]["profile"] for r in results}):
+        mine = [r for r in results if cases[r["case_id"]]["profile"] == profile]
+        if profile not in not_driven and all("error" in r for r in mine) and not all(base_rows[r["case_id"]]["error"] for r in mine):
+            not_driven[profile] = f"{mine[0]['error']['type']}: {mine[0]['error']['message'][:200]}"
+    results = [r for r in results if cases[r["case_id"]]["profile"] not in not_driven]
+    if not results:
+        return {"base": base, "why": why, "driven": False, "failure": "; ".join(f"{k}: {v}" for k, v in not_driven.items())}
+    rows = [golden_row(build, cases[r["case_id"]], r) for r in results]
+    differ = [r for r in rows if r["case_id"] not in base_rows or (r["response"], r["error"]) != (base_rows[r["case_id"]]["response"], base_rows[r["case_id"]]["error"])]
+    name = f"swapped/{build.replace('==', '-')}.jsonl"
+    (out / "swapped").mkdir(exist_ok=True)
+    text = "".join(json.dumps(row, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n" for row in differ)
+    tmp = out / (name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out / name)
+    return {"base": base, "why": why, "file": name, "rows": len(rows), "rows_differing": len(differ),
+            "errors": sum(1 for r in rows if r["error"] is not None), "chat_assembly": f"{base}'s", "driven": True,
+            "profiles_not_driven": not_driven,
+            "swapped": "every Kimi file" if mode == "all" else "the Kimi-named files (the base's shared modules kept; Kimi classes grafted)"}  # fmt: skip
+
+
+def generate(cache: Path, out: Path, builds: list[str], *, swap: bool = True) -> dict[str, Any]:
     python = venv_python(cache)
     cases_path = cache / "cases.jsonl"
     with cases_path.open("w", encoding="utf-8") as f:
@@ -145,7 +312,7 @@ def generate(cache: Path, out: Path, builds: list[str]) -> dict[str, Any]:
     manifest: dict[str, Any] = {"command": COMMAND, "check": COMMAND + " --check", "builds": {}, "files": {}}
     if (out / "MANIFEST.json").exists():  # a run of some builds keeps the others' entries
         old = json.loads((out / "MANIFEST.json").read_text(encoding="utf-8"))
-        for key in ("builds", "stream_builds", "spaced_builds"):
+        for key in ("builds", "stream_builds", "spaced_builds", "swapped_builds"):
             manifest[key] = old.get(key, {})
     env = dict(os.environ, PYTHONHASHSEED="0", VLLM_LOGGING_LEVEL="ERROR", SGLANG_LOGGING_LEVEL="ERROR")
     for build in builds:
@@ -157,21 +324,34 @@ def generate(cache: Path, out: Path, builds: list[str]) -> dict[str, Any]:
                                   capture_output=True, env=env, check=True)  # fmt: skip
         name = build.replace("==", "-") + ".jsonl"
         rows = _write_rows(out / name, build, cases, proc.stdout)
-        manifest["builds"][build] = {"wheel": wheel.name, "wheel_sha256": sha256(wheel), "rows": len(rows), "file": name}
+        random_rows = _write_rows(out / "random" / name, build, cases, proc.stdout, random=True)
+        manifest["builds"][build] = {"wheel": wheel.name, "wheel_sha256": sha256(wheel), "rows": len(rows), "file": name,
+                                     "random_rows": len(random_rows), "random_file": f"random/{name}"}  # fmt: skip
         if build in STREAM_BUILDS:
-            with cases_path.open("rb") as stdin:
-                proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1], "--stream"], stdin=stdin,
-                                      capture_output=True, env=env, check=True)  # fmt: skip
+            fixed = "".join(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n" for c in cases.values() if c["source"] != "random")
+            proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1], "--stream"], input=fixed.encode("utf-8"),
+                                  capture_output=True, env=env, check=True)  # fmt: skip
             (out / "stream").mkdir(exist_ok=True)
             rows = _write_rows(out / "stream" / name, build, cases, proc.stdout)
             manifest.setdefault("stream_builds", {})[build] = {"rows": len(rows), "file": f"stream/{name}"}
         if build in SPACED_BUILDS:
-            generated = "".join(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n" for c in cases.values() if c["source"] != "official")
+            generated = "".join(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n" for c in cases.values() if c["source"] not in ("official", "random"))
             proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1], "--spaced"], input=generated.encode("utf-8"),
                                   capture_output=True, env=env, check=True)  # fmt: skip
             (out / "spaced").mkdir(exist_ok=True)
             rows = _write_rows(out / "spaced" / name, build, cases, proc.stdout)
             manifest.setdefault("spaced_builds", {})[build] = {"rows": len(rows), "file": f"spaced/{name}"}
+    if swap:
+        manifest["swapped_builds"] = {k: v for k, v in manifest.get("swapped_builds", {}).items() if v.get("base") not in builds}
+        for build, base, why in swap_builds(cache):
+            if base is None:
+                manifest["swapped_builds"][build] = {"base": None, "why": why}
+                continue
+            if base not in builds:
+                continue
+            manifest["swapped_builds"][build] = drive_swapped(cache, python, out, build, base, why, cases_path, cases, env)
+            if not manifest["swapped_builds"][build]["driven"]:
+                (out / "swapped" / f"{build.replace('==', '-')}.jsonl").unlink(missing_ok=True)
     for path in sorted(out.rglob("*.jsonl")):
         manifest["files"][path.relative_to(out).as_posix()] = sha256(path)
     manifest["harness_venv"] = freeze(python)

@@ -56,6 +56,29 @@ def load_rows(directory: Path = SERVERS_DIR) -> list[dict[str, Any]]:
     return rows
 
 
+def load_swapped_rows(directory: Path = SERVERS_DIR) -> list[dict[str, Any]]:
+    """Every row of every build driven with its Kimi files swapped into a measured build's tree (MANIFEST.json
+    ``swapped_builds``): the base build's rows of the profiles driven, named after the build, with the rows that
+    differ (tests/data/servers/swapped/) in their place."""
+    manifest = json.loads((directory / "MANIFEST.json").read_text(encoding="utf-8"))
+    base_rows: dict[str, list[dict[str, Any]]] = {}
+    rows: list[dict[str, Any]] = []
+    for build, info in sorted(manifest.get("swapped_builds", {}).items()):
+        if not info.get("driven"):
+            continue
+        base = info["base"]
+        if base not in base_rows:
+            files = (manifest["builds"][base]["file"], manifest["builds"][base]["random_file"])
+            base_rows[base] = [json.loads(line) for f in files for line in (directory / f).read_text(encoding="utf-8").splitlines()]
+        differing = {r["case_id"]: r for r in map(json.loads, (directory / info["file"]).read_text(encoding="utf-8").splitlines())}
+        skipped = set(info.get("profiles_not_driven") or {})
+        for row in base_rows[base]:
+            if row["profile"] in skipped:
+                continue
+            rows.append(differing.get(row["case_id"]) or {**row, "server": build})
+    return rows
+
+
 def kimi_recon_rebuild(row: Mapping[str, Any], usage: bool, *, server_named: bool = False) -> tuple[list[int], list[str]]:
     """kimi-recon's rebuild of one row: ``turn_from_response``, ``reconstruct_output_ids``, the usage check.
 

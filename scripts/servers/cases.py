@@ -16,6 +16,8 @@ the official K3 dev ids by tests/test_servers_conformance.py. kimi-recon's rende
 from __future__ import annotations
 
 import json
+import random
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +78,8 @@ class Raw:
     empty: bool = False  # the generation is only the stop token
     k3_between_tags: str = ""  # K3: whitespace written between tags (tools block, calls)
     k3_after_tools: str = ""
+    before_think: str = ""  # K2-Thinking: text the model wrote before its <think>
+    cut_after_marker: int | None = None  # truncation right after the N-th marker (mod their number), then no stop
 
 
 # --- K2.x ----------------------------------------------------------------------------------------
@@ -93,7 +97,7 @@ def k2_text(raw: Raw, profile: str, thinking: bool) -> str:
         return ""
     if style == "model_opens" or (style == "prompt_opens" and thinking):
         if style == "model_opens":
-            out += "<think>"
+            out += raw.before_think + "<think>"
         out += raw.reasoning or ""
         if raw.think_close or not raw.calls:
             out += "</think>"
@@ -208,6 +212,21 @@ def _tools(names: Sequence[str]) -> list[dict[str, Any]] | None:
     ]  # fmt: skip
 
 
+_K2_MARKER = re.compile(r"<\|[a-z_]+\|>|</?think>")
+
+
+def _history(profile: str) -> list[dict[str, Any]]:
+    """A conversation with one earlier tool call and its result (what makes a call index or id count history)."""
+    call_id = "functions.get_weather:0"
+    return [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": call_id, "content": "sunny"},
+        {"role": "user", "content": "And Tokyo?"},
+    ]  # fmt: skip
+
+
 class CaseBuilder:
     def __init__(self) -> None:
         self.k2 = load_tokenizer(profile="kimi-k2.5")
@@ -218,19 +237,32 @@ class CaseBuilder:
         prof = get_profile(profile)
         return tok.encode("<|im_user|>user<|im_middle|>hi<|im_end|>" if profile != "kimi-k3" else "") + tok.encode(prof.generation_prompt(thinking))
 
-    def case(self, source: str, n: int, raw: Raw, profile: str, thinking: bool) -> dict[str, Any]:
+    def history_prompt_ids(self, profile: str, thinking: bool) -> list[int]:
+        """The prompt of :func:`_history` (its length is all a server reads of it; kimi-recon renders it)."""
+        from kimi_recon.training import render_prompt
+
+        tok = self.k3 if profile == "kimi-k3" else self.k2
+        return tok.encode(render_prompt(_history(profile), _tools(["get_weather"]), profile=profile, thinking=thinking))
+
+    def case(self, source: str, n: int, raw: Raw, profile: str, thinking: bool, *, history: bool = False, tools_declared: bool = False) -> dict[str, Any]:
         if profile == "kimi-k3":
             segs = k3_segments(raw, thinking)
             text = "".join(t for _, t in segs)
             ids = k3_ids(self.k3, segs)
             if raw.cut_chars is not None:
                 ids = ids[: max(1, len(ids) * raw.cut_chars // max(1, len(text)))]
+            if raw.cut_after_marker is not None:
+                ends = [len(k3_ids(self.k3, segs[: i + 1])) for i, (marker, _) in enumerate(segs) if marker]
+                ids = ids[: ends[raw.cut_after_marker % len(ends)]] if ends else ids
         else:
             text = k2_text(raw, profile, thinking)
             if raw.cut_chars is not None:
                 text = text[: raw.cut_chars]
+            if raw.cut_after_marker is not None:
+                ends = [m.end() for m in _K2_MARKER.finditer(text)]
+                text = text[: ends[raw.cut_after_marker % len(ends)]] if ends else text
             ids = self.k2.encode(text)
-        finished = raw.finished and raw.cut_chars is None
+        finished = raw.finished and raw.cut_chars is None and raw.cut_after_marker is None
         raw_text = (self.k3 if profile == "kimi-k3" else self.k2).decode(ids)
         if finished:
             ids = ids + [STOP_ID]
@@ -242,9 +274,9 @@ class CaseBuilder:
             "shape": turn_shape(has_reasoning and bool(raw.reasoning), bool(raw.content.strip()), bool(raw.calls), finished, raw.empty),
             "profile": profile,
             "thinking": thinking,
-            "tools": _tools([c.name for c in raw.calls]) or (_tools(["get_weather"]) if raw.loss.startswith("tools_") else None),
-            "messages": None,
-            "prompt_ids": self.prompt_ids(profile, thinking),
+            "tools": _tools([c.name for c in raw.calls]) or (_tools(["get_weather"]) if raw.loss.startswith("tools_") or tools_declared or history else None),
+            "messages": _history(profile) if history else None,
+            "prompt_ids": self.history_prompt_ids(profile, thinking) if history else self.prompt_ids(profile, thinking),
             "output_ids": ids,
             "raw_text": raw_text,
             "finished": finished,
@@ -333,6 +365,113 @@ def upstream_shapes() -> Iterator[Raw]:
     yield Raw("tool_calls", "upstream_reasoning_then_call", "I need the weather, so I will call the tool.", "", (Call("get_weather", '{"city": "Tokyo"}'),), think_close=False)
 
 
+#: whitespace the model may write at a field's or a marker's edge
+_WS = ("", " ", "\n", "\n\n", "  ", "\t", " \n", "\n ")
+_TEXTS = ("Sure.", "The answer is 42.", "Let me check the weather.", "x", "東京は晴れです。", "a\n\nb", "Done")
+_ARGS = ('{"city": "Tokyo"}', "{}", "", " ", ' {"city": "Tokyo"} ', '{"days": 1.50}', '["Tokyo"]', '{"a": {"b": [1, 2]}}', '{"city":"Tokyo"}')
+_NAMES = ("get_weather", "search", "run_sql")
+#: special tokens a profile's tokenizer flags special (a detokenizer skipping them drops their text) and markers
+_SPECIAL_IN_FIELD = {
+    "k2": ("[EOS]", "[BOS]", "[EOT]", "<|im_end|>", "<|im_middle|>", "<|im_user|>", "<think>", "</think>", "<|tool_call_begin|>"),
+    "k3": ("[EOS]", "[BOS]", "[EOT]", "<|end_of_msg|>", "<|media_begin|>"),
+}
+#: how many seeded random outputs all_cases adds (each a profile, thinking, shape and knobs drawn at random)
+RANDOM_CASES = 240
+RANDOM_SEED = 37
+
+
+def _field(rng: random.Random, fmt: str, knobs: list[str], name: str) -> str:
+    text = rng.choice(_TEXTS)
+    if rng.random() < 0.2:
+        special = rng.choice(_SPECIAL_IN_FIELD[fmt])
+        cut = rng.randint(0, len(text))
+        text = text[:cut] + special + text[cut:]
+        knobs.append(f"{name}_special")
+    lead, trail = (rng.choice(_WS), rng.choice(_WS)) if rng.random() < 0.6 else ("", "")
+    if lead or trail:
+        knobs.append(f"{name}_ws")
+    return lead + text + trail
+
+
+def random_raw(rng: random.Random) -> tuple[Raw, str, bool, bool, bool]:
+    """One raw output drawn at random: ``(raw, profile, thinking, history, tools declared)``. Every turn shape and
+    profile, whitespace at every boundary, special tokens in every field, call ids and indexes of every style,
+    truncation after every marker; ``raw.loss`` names the knobs drawn (``random:calls_restart,content_ws``)."""
+    profile = rng.choice(sorted(PROFILE_THINKING))
+    thinking = rng.choice(PROFILE_THINKING[profile])
+    fmt = "k3" if profile == "kimi-k3" else "k2"
+    knobs: list[str] = []
+    reasons = thinking or get_profile(profile).thinking_style == "model_opens"
+    reasoning = None
+    if reasons and rng.random() < 0.85:
+        reasoning = _field(rng, fmt, knobs, "reasoning") if rng.random() < 0.9 else rng.choice(_WS[1:])
+    content = _field(rng, fmt, knobs, "content") if rng.random() < 0.6 else rng.choice(("", "", " ", "\n"))
+    history = rng.random() < 0.25
+    offset = 1 if history else 0
+    calls: list[Call] = []
+    n_calls = rng.choice((0, 0, 1, 1, 2, 3))
+    id_style = rng.choice(("std", "std", "restart", "noprefix", "call", "ws", "big", "repeat"))
+    for i in range(n_calls):
+        name = rng.choice(_NAMES)
+        args = rng.choice(_ARGS)
+        header = {
+            "std": f"functions.{name}:{i + offset}", "restart": f"functions.{name}:{i}", "noprefix": f"{name}:{i + offset}",
+            "call": f"call_{i}", "ws": rng.choice(_WS[1:]) + f"functions.{name}:{i + offset}" + rng.choice(_WS),
+            "big": f"functions.{name}:{rng.randint(5, 99)}", "repeat": f"functions.{name}:{offset}",
+        }[id_style]  # fmt: skip
+        k3_index = {"restart": str(i), "big": str(rng.randint(5, 99)), "repeat": "1"}.get(id_style)
+        if args and args.strip().startswith("{") and rng.random() < 0.8:
+            try:
+                parsed = json.loads(args)
+            except ValueError:
+                parsed = None
+            k3_args = tuple((k, *_k3_kind(v)) for k, v in parsed.items()) if isinstance(parsed, dict) and parsed else None
+        else:
+            k3_args = None
+        calls.append(Call(name, args, header, k3_args=k3_args, json_block=None if k3_args or args.strip().startswith("{") else args, index=k3_index))
+    if calls:
+        knobs.append(f"calls_{id_style}" + ("_history" if history else ""))
+    layout = {k: rng.choice(_WS) if rng.random() < 0.4 else "" for k in ("pre_section", "in_section", "after_section", "k3_between_tags", "k3_after_tools")}
+    if fmt == "k3":
+        layout.update(pre_section="", in_section="", after_section="")
+    else:
+        layout.update(k3_between_tags="", k3_after_tools="")
+    knobs += [k for k, v in layout.items() if v]
+    think_close = rng.random() > 0.15
+    if not think_close:
+        knobs.append("no_think_close")
+    before_think = rng.choice(("\n", " ", "\n\n")) if profile == "kimi-k2-thinking" and rng.random() < 0.25 else ""
+    if before_think:
+        knobs.append("before_think")
+    cut = rng.randint(0, 12) if rng.random() < 0.2 else None
+    if cut is not None:
+        knobs.append("cut_after_marker")
+    empty = rng.random() < 0.02
+    raw = Raw(
+        "x", "random:" + (",".join(knobs) or "plain"), reasoning, content, tuple(calls), layout["pre_section"], layout["in_section"],
+        layout["after_section"], think_close, finished=True, empty=empty, k3_between_tags=layout["k3_between_tags"],
+        k3_after_tools=layout["k3_after_tools"], before_think=before_think, cut_after_marker=cut,
+    )  # fmt: skip
+    return raw, profile, thinking, history and bool(calls), not calls and rng.random() < 0.5
+
+
+def _k3_kind(value: Any) -> tuple[str, str]:
+    if isinstance(value, str):
+        return "string", value
+    kind = "boolean" if isinstance(value, bool) else "null" if value is None else "object" if isinstance(value, dict) else "array" if isinstance(value, list) else "number"
+    return kind, json.dumps(value, ensure_ascii=False)
+
+
+def random_cases(builder: CaseBuilder, seed: int = RANDOM_SEED, n: int = RANDOM_CASES) -> Iterator[dict[str, Any]]:
+    """``n`` seeded random raw outputs (:func:`random_raw`), the same on every run for one seed."""
+    rng = random.Random(seed)
+    for i in range(n):
+        raw, profile, thinking, history, tools_declared = random_raw(rng)
+        case = builder.case("random", i, raw, profile, thinking, history=history, tools_declared=tools_declared)
+        case["case_id"] = f"random/{seed}/{i}/{profile}/{'think' if thinking else 'nothink'}"
+        yield case
+
+
 def generated_cases(builder: CaseBuilder) -> Iterator[dict[str, Any]]:
     n = 0
     for source, raws in (("variant", list(variants())), ("upstream", list(upstream_shapes()))):
@@ -408,4 +547,4 @@ def official_cases() -> Iterator[dict[str, Any]]:
 
 def all_cases() -> list[dict[str, Any]]:
     builder = CaseBuilder()
-    return list(official_cases()) + list(generated_cases(builder))
+    return list(official_cases()) + list(generated_cases(builder)) + list(random_cases(builder))
