@@ -157,10 +157,16 @@ def listing_from_builds(builds: Mapping[str, Any], cache: Path) -> dict[str, dic
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for family, entry in builds["families"].items():
         out[family] = {}
+        pypi: dict[str, list[dict[str, Any]]] | None = None
         for v in entry["releases"]:
             meta_path = release_dir(cache, family, v) / "KIMI_FILES.json"
-            if not meta_path.exists():
-                raise SystemExit(f"{meta_path} missing: run `{COMMAND}` (it reads PyPI)")
+            if not meta_path.exists():  # a cold cache: the wheel BUILDS.json names, found in PyPI's listing
+                pypi = pypi if pypi is not None else kimi_files.pypi_releases(family)
+                named = [f for f in pypi.get(v, []) if f["filename"] == entry["releases"][v]["wheel"]]
+                if not named:
+                    raise SystemExit(f"{family} {v}: PyPI lists no {entry['releases'][v]['wheel']} any more")
+                out[family][v] = named
+                continue
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             wheel = {"packagetype": "bdist_wheel", "filename": meta["wheel"], "url": meta["url"], "size": meta["size"],
                      "digests": {"sha256": meta["wheel_sha256"]}, "yanked": bool(entry["releases"][v].get("yanked"))}  # fmt: skip
