@@ -129,3 +129,24 @@ def test_build_samples_flags_the_row_its_providers_convention_contradicts_and_dr
     assert dropped.record_id == "odd" and dropped.error is not None and dropped.error.field == "flags"
     assert "completion_tokens_mismatch (loss)" in dropped.error.message
     assert all(r.row is not None and r.row["flags"] == "" for r in results if r.record_id != "odd")
+
+
+def _log_row(i: int, ids: list[int], reported: int, convention: str, provider: str) -> dict[str, Any]:
+    counts = {"completion_tokens": {"reported": reported, "rebuilt": len(ids), "delta": reported - len(ids), "convention": convention}}
+    return {"id": f"p{i}", "status": "ok", "output_ids": ids, "prompt_ids": [1, 2], "truncated": False, "response": {}, "flags": [], "token_counts": counts, "provider": provider}
+
+
+def test_export_of_a_generate_log_flags_the_row_its_providers_convention_contradicts(tmp_path: Path, tok: KimiTokenizer) -> None:
+    from kimi_recon.openrouter.export import export_rows
+
+    ids = reconstruct_output_ids({"reasoning_content": "Hm.", "content": "Hi."}, tok, thinking=True).ids
+    rows = [_log_row(i, ids, len(ids), "exact", "Moonshot AI") for i in range(8)]
+    rows.insert(1, _log_row(99, ids, len(ids) - 1, "without_stop", "Moonshot AI"))  # one id short, read as no stop token
+    rows.append(_log_row(50, ids, len(ids) - 1, "without_stop", "SomeHost"))  # another provider: nothing learned there
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    results = list(export_rows(log, tokenizer=tok))
+    flagged = {r.record_id: r.row["flags"] for r in results if r.row is not None and r.row["flags"]}
+    assert flagged == {"p99": "completion_tokens_mismatch"}
+    skipped = [r for r in export_rows(log, tokenizer=tok, skip_flagged=True) if r.error is not None]
+    assert [(r.record_id, r.error.field) for r in skipped if r.error is not None] == [("p99", "flags")]

@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, TextIO
 
@@ -275,9 +275,20 @@ def _row_usage(result: SampleResult) -> tuple[str | None, TokenCounts | None, bo
     return result.provider, TokenCounts(completion=check), not cut
 
 
-def _row_flagged(result: SampleResult, flag: Flag, floor: str | None) -> SampleResult:
-    """``result`` with ``flag`` added to its row, or a failure when ``floor`` drops rows of its severity."""
+def _learned_for_rows(results: Iterable[SampleResult], *, floor: str | None = None, skip_flagged: bool = False) -> Iterator[SampleResult]:
+    """``results`` in order, a row whose count fits only another convention than its provider's rows follow flagged
+    (:func:`~kimi_recon.usage_stats.learned_conventions_applied`), or a failure when ``floor`` drops rows of its
+    severity or ``skip_flagged`` every flagged row (``export --skip-flagged``)."""
+    return learned_conventions_applied(results, _row_usage, functools.partial(_row_flagged, floor=floor, skip_flagged=skip_flagged))
+
+
+def _row_flagged(result: SampleResult, flag: Flag, floor: str | None, skip_flagged: bool = False) -> SampleResult:
+    """``result`` with ``flag`` added to its row, or a failure when ``floor`` drops rows of its severity (or
+    ``skip_flagged`` every flagged row)."""
     assert result.row is not None
+    if skip_flagged:
+        err = InvalidInputError(f"is flagged ({flag.code.value}) and --skip-flagged is set", field="flags")
+        return _failure(result.index, result.line, result.record_id, err)
     if floor is not None and flag.severity >= Severity(floor):
         err = InvalidInputError(f"is flagged {flag.code.value} ({flag.severity.value}), at or above the dropped severity {floor!r}", field="flags")
         return _failure(result.index, result.line, result.record_id, err)
@@ -358,7 +369,7 @@ def build_samples(
         work = functools.partial(_sample_chunk, template=template, drop_severity=drop, max_length=limit, drop_over_length=bool(drop_over_length))
         # a row whose count fits only another convention than its provider's rows follow is flagged (and dropped
         # at that severity) here, where the run's rows are seen together
-        for result in learned_conventions_applied(_stream(records, work, job, tok, n, chunk_size, slim=False), _row_usage, functools.partial(_row_flagged, floor=drop)):
+        for result in _learned_for_rows(_stream(records, work, job, tok, n, chunk_size, slim=False), floor=drop):
             bar.update(1)
             yield result
 

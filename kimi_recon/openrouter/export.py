@@ -17,7 +17,7 @@ from typing import Any
 
 from .._base.arguments import bool_argument, instance_argument, int_argument, path_argument
 from .._base.files import is_stdio, read_lines
-from .._batch.training_rows import SampleResult, _failure, row_of_sample, with_max_length
+from .._batch.training_rows import SampleResult, _failure, _learned_for_rows, row_of_sample, with_max_length
 from .._compare.ids import check_ids
 from .._records.record import _parse_line
 from ..dataset import iter_jsonl, record_id
@@ -148,7 +148,9 @@ def export_rows(
     limit = None if max_length is None else int_argument(max_length, "max_length", minimum=1)
     if drop_over_length and limit is None:
         raise InvalidInputError("needs a max_length to drop rows over", field="drop_over_length")
-    yield from (with_max_length(result, limit, drop_over_length) for result in _all_results(log, skip_flagged, skip_truncated, tokenizer))
+    # a row whose count fits only another convention than the rest of its provider's rows follow is flagged
+    learned = _learned_for_rows(_all_results(log, skip_flagged, skip_truncated, tokenizer), skip_flagged=skip_flagged)
+    yield from (with_max_length(result, limit, drop_over_length) for result in learned)
 
 
 def _all_results(log: str | os.PathLike[str], skip_flagged: bool, skip_truncated: bool, tokenizer: KimiTokenizer | None) -> Iterator[SampleResult]:
@@ -191,4 +193,13 @@ def _results(
             else:
                 yield failure
             continue
-        yield SampleResult(index, line, rid, training)
+        yield SampleResult(index, line, rid, training, provider=_provider(row) if training["token_counts"] else None)
+
+
+def _provider(row: Mapping[str, Any]) -> str | None:
+    """Who served a log row's response: its ``provider`` (OpenRouter's), else the server ``generate`` was told."""
+    for key in ("provider", "server"):
+        value = row.get(key)
+        if isinstance(value, str) and value and value != "unknown":
+            return value
+    return None
