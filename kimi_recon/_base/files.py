@@ -17,6 +17,7 @@ import re
 import stat
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO, TextIO, Union
 
@@ -231,6 +232,11 @@ class _ZstdFrames(io.RawIOBase):
         return b"".join(out)
 
 
+#: What reading damaged compressed data raises: gzip.BadGzipFile (an OSError), a cut .gz (EOFError), a corrupt
+#: deflate stream (zlib.error, which is no OSError), zstandard's errors (ValueError, EOFError).
+_DAMAGED = (OSError, EOFError, ValueError, zlib.error)
+
+
 def read_lines(path: PathArg, field: str = "input") -> Iterator[bytes]:
     """Every line of a (possibly compressed) input, blank ones included, a UTF-8 byte order mark at its
     start removed. Each line is read with a bound (:data:`MAX_LINE_BYTES`); a longer one, or damaged
@@ -244,7 +250,7 @@ def read_lines(path: PathArg, field: str = "input") -> Iterator[bytes]:
             line_no += 1
             try:
                 raw = f.readline(MAX_LINE_BYTES + 1)
-            except (OSError, EOFError, ValueError) as err:  # gzip.BadGzipFile, a cut .gz, zstd errors
+            except _DAMAGED as err:
                 raise InputFileError(f"{name} cannot be read at line {line_no}: {err}", field=field) from None
             if not raw:
                 return
@@ -298,10 +304,13 @@ def refuse_non_jsonl(raw: bytes, line_no: int, path: PathArg, field: str = "inpu
 def read_whole(path: PathArg, field: str = "input") -> bytes:
     """A small input read whole (a constants file, a chat template), with :data:`MAX_LINE_BYTES` as its bound
     and a leading UTF-8 byte order mark dropped; longer raises :class:`InputFileError` (so ``/dev/zero`` ends)."""
+    name = "stdin" if is_stdio(path) else os.fspath(path)
     with open_input(path, field) as f:
-        data = f.read(MAX_LINE_BYTES + 1)
+        try:
+            data = f.read(MAX_LINE_BYTES + 1)
+        except _DAMAGED as err:
+            raise InputFileError(f"{name} cannot be read: {err}", field=field) from None
     if len(data) > MAX_LINE_BYTES:
-        name = "stdin" if is_stdio(path) else os.fspath(path)
         raise InputFileError(f"{name} is longer than {MAX_LINE_BYTES} bytes; is it the right file?", field=field)
     return data.removeprefix(_BOM)
 

@@ -82,3 +82,30 @@ def test_corrupt_bytes_are_a_named_error_at_every_door(tmp_path: Path, capsys: p
         assert not out.exists()
         assert main(["audit", str(path)]) == 2
         assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_gz_with_a_corrupt_deflate_stream_is_a_named_error_at_every_door(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A .gz whose compressed bytes are damaged (not cut) raised zlib.error, which is no OSError: a traceback on the
+    command line and an unnamed error from audit_dataset (found by the issue-35 adversarial run)."""
+    import gzip
+    import random
+
+    blob = bytearray(gzip.compress(DATA, mtime=0))
+    rng = random.Random(35)
+    for at in rng.sample(range(20, len(blob) - 8), 40):  # damage inside the deflate stream, header and trailer whole
+        blob[at] ^= 0xFF
+    path = tmp_path / "in.jsonl.gz"
+    path.write_bytes(bytes(blob))
+    with pytest.raises(InputFileError):
+        audit_dataset(str(path), progress=False)
+    out = tmp_path / "out.jsonl"
+    for command in (["reconstruct", str(path), "-o", str(out)], ["audit", str(path), "--json", str(out)], ["build-samples", str(path), "-o", str(out)]):
+        assert main([*command, "--quiet"]) == 2, command
+        assert "cannot be read" in capsys.readouterr().err
+        assert not out.exists()
+    template = tmp_path / "t.jinja.gz"
+    template.write_bytes(bytes(blob))
+    from kimi_recon._base.files import read_whole
+
+    with pytest.raises(InputFileError):
+        read_whole(template)
