@@ -279,7 +279,17 @@ def _audit_failures(args: argparse.Namespace, report: DatasetAudit) -> list[str]
     failures = []
     readable = f"{report.compared} of {report.total} records compared, {report.error_count} unreadable"
     if report.compared == 0:
-        hint = " (the file is empty)" if report.total == 0 else " (see the errors above: wrong field names? a file of raw responses without reference_ids?)"
+        if report.total == 0:
+            hint = " (the file is empty)"
+        elif report.errors and all(e.field == "reference_ids" for e in report.errors):
+            # a new user's first try: responses from an API, which carry no ids to compare with
+            hint = (
+                " (no record has the ids the model generated, to compare with: reference_ids, e.g. from vLLM's "
+                "return_token_ids or generate --return-token-ids. Without them the ids are rebuilt, not checked: "
+                "kimi-recon reconstruct or build-samples)"
+            )
+        else:
+            hint = " (see the errors above: wrong field names? a file of raw responses without reference_ids?)"
         failures.append(f"nothing was compared: {readable}{hint}")
     # The bundled sample holds one unreadable line on purpose (to show how errors are reported).
     allow = args.allow_errors or (args.sample and args.max_errors is None)

@@ -237,3 +237,18 @@ def test_the_loss_line_names_the_flags_that_make_the_rows_lossy(tmp_path: Path, 
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     n = sum(any(f["code"] == "profile_mismatch" for f in r["flags"]) for r in rows)
     assert n > 0 and f"profile_mismatch {n}" in capsys.readouterr().err
+
+
+def test_auditing_responses_without_reference_ids_says_what_to_run_instead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's first try is ``audit`` on API responses, which carry no reference ids: the FAIL line asked
+    "wrong field names?" and named no command that works on such a file."""
+    import json
+
+    from kimi_recon.cli import main
+
+    answer = {"model": "moonshotai/kimi-k2.5", "choices": [{"message": {"role": "assistant", "content": "4", "reasoning": "Add."}, "finish_reason": "stop"}]}
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{i}", "response": answer}) + "\n" for i in range(3)), encoding="utf-8")
+    assert main(["audit", str(path), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "reconstruct or build-samples" in err and "return_token_ids" in err
