@@ -45,6 +45,9 @@ PROMPT = "prompt_tokens"
 REASONING = "reasoning_tokens"
 
 
+_FIELDS = (COMPLETION, PROMPT, REASONING)
+
+
 class Convention(enum.Enum):
     """How a server's count relates to the rebuilt ids of a span that ends with a closing token.
 
@@ -215,6 +218,11 @@ def check_count(
     generated (``field`` the completion: ``WITH_OPENER``) or in neither count (the prompt: ``WITHOUT_OPENER``)."""
     reported = int_argument(reported, "reported")
     rebuilt = int_argument(rebuilt, "rebuilt", minimum=0)
+    if not isinstance(field, str) or field not in _FIELDS:  # (a str first: an array's `in` has no one answer)
+        raise InvalidInputError(f"must be one of {', '.join(_FIELDS)}, got {preview(field)}", field="field")
+    for name, flag in (("closed", closed), ("eos_allowed", eos_allowed), ("opened", opened), ("prompt_opens", prompt_opens)):
+        bool_argument(flag, name)
+    allowed = _conventions(allowed, "allowed")
     conventions = [Convention.EXACT]
     if closed:
         conventions.append(Convention.WITHOUT_STOP)
@@ -338,19 +346,19 @@ def check_token_counts(
     return TokenCounts(completion, prompt, reasoning, unreadable_figures(usage))
 
 
-def _conventions(value: object) -> set[Convention] | None:
+def _conventions(value: object, field: str = "completion_conventions") -> set[Convention] | None:
     """``completion_conventions`` checked: None, or a collection of :class:`Convention` members or their values."""
     if value is None:
         return None
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise InvalidInputTypeError(f"must be a collection of conventions, got {type(value).__name__}", field="completion_conventions")
+        raise InvalidInputTypeError(f"must be a collection of conventions, got {type(value).__name__}", field=field)
     out = set()
     for item in value:
         try:
             out.add(Convention(item))
         except ValueError:
             known = ", ".join(c.value for c in Convention)
-            raise InvalidInputError(f"holds {preview(item)}, not a convention ({known})", field="completion_conventions") from None
+            raise InvalidInputError(f"holds {preview(item)}, not a convention ({known})", field=field) from None
     return out
 
 

@@ -21,6 +21,7 @@ from kimi_recon.openrouter.prompts import read_prompts
 from kimi_recon.openrouter.rebuild import make_prompt_counter
 from kimi_recon.record_options import parse_options
 from kimi_recon.servers import get_server
+from kimi_recon.usage_check import check_count
 from kimi_recon.usage_stats import ConventionLearner, TokenCountTally
 
 TOK: KimiTokenizer = load_tokenizer()
@@ -72,6 +73,9 @@ CALLS: dict[str, Callable[[], object]] = {
     "RenderedTurn.has_flag(array)": lambda: kimi_recon.render.render_turn_with_flags(kimi_recon.AssistantTurn(content="x")).has_flag(np.array([1, 2])),  # type: ignore[arg-type]
     "compare_checked_ids(nested lists)": lambda: kimi_recon.compare.compare_checked_ids([], [[[1]]], TOK),  # type: ignore[list-item]
     "parse_options(read=bytearray)": lambda: parse_options(read=bytearray(b"ab")),  # type: ignore[arg-type]
+    "check_count(prompt_opens=array)": lambda: check_count("completion_tokens", 0, 0, closed=True, prompt_opens=np.array([1, 2])),  # type: ignore[arg-type]
+    "check_count(allowed=object())": lambda: check_count("completion_tokens", 0, 0, closed=True, allowed=object()),  # type: ignore[arg-type]
+    "check_count(field=array)": lambda: check_count(np.array([1, 2]), 0, 0, closed=True),  # type: ignore[arg-type]
     "OutputFile.append not open": lambda: OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"}),
     "reconstruct_records(executor=array)": lambda: list(reconstruct_records([{"response": {"content": "x"}}], executor=np.array([1, 2]))),  # type: ignore[arg-type]
 }
