@@ -553,6 +553,8 @@ _COUNT_VISIBLE_BY_MANY = frozenset({"calls_dropped", "k3_calls_dropped"})
 #: the other count-visible ones leave it one or more ids short.
 _COUNT_ADDED = frozenset({"think_end_inserted", "reasoning_unclosed"})
 _ANY_CONVENTION = (Convention.EXACT, Convention.WITHOUT_STOP, Convention.WITH_EOS)
+#: How a rebuilt turn starts when it closes a think block it has no reasoning for (K2.x, K3).
+_THINK_CLOSED = ("</think>", "<|close|>think<|sep|>")
 
 
 def _weighed_under_any_convention(lost: tuple[tuple[str, Flag], ...], delta: int, srv: ServerProfile, *, opened: bool = False) -> tuple[Flag, ...]:
@@ -601,9 +603,10 @@ def _weigh_with_usage(
     if reported is None:
         return ids, text, every
     if not srv.completion_conventions:
-        if prof.think_end_token_id is not None and ids[:1] == [prof.think_end_token_id]:
-            # a </think> with no reasoning before it may not be the model's (an empty answer, thinking off): one id
-            # more than the named losses say may stand in the rebuild, so the count rules out only whole calls
+        if not turn.reasoning and text.startswith(_THINK_CLOSED):
+            # a think block closed with no reasoning in it may not be the model's (an empty answer, thinking off: K2.x's
+            # </think>, K3's <|close|>think<|sep|><|open|>response<|sep|>): ids the named losses do not account for may
+            # stand in the rebuild, so the count rules out only whole calls
             if any(c.expected(len(ids)) == reported for c in _ANY_CONVENTION):
                 return ids, text, tuple(flag for name, flag in lost if name not in _COUNT_VISIBLE_BY_MANY)
             return ids, text, every
