@@ -503,16 +503,20 @@ class KimiTokenizer:
         allowed = {t for t in special_texts if isinstance(t, str) and t in self._special}
         return _encode_in_official_chunks(text, functools.partial(self._encoding.encode, allowed_special=allowed, disallowed_special=()))
 
-    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = False, errors: str = "replace") -> str:
         """The text of ``ids`` (invalid UTF-8 becomes U+FFFD, as in the official decode).
 
         ``skip_special_tokens=True`` drops the ids the tokenizer config marks ``special`` (Hugging Face's
-        meaning): ``<|im_end|>`` goes, ``</think>`` and the tool-call markers stay (they are ``special: false``)."""
+        meaning): ``<|im_end|>`` goes, ``</think>`` and the tool-call markers stay (they are ``special: false``).
+        ``errors`` is tiktoken's (and ``bytes.decode``'s): ``"strict"`` raises ``UnicodeDecodeError`` on ids that
+        end inside a character instead of writing U+FFFD."""
+        if errors != "replace":
+            instance_argument(errors, "errors", str, 'an error handler name such as "strict" or "replace"')
         checked = self._checked(ids)
         if skip_special_tokens:
             skipped = self._skipped_ids
             checked = [i for i in checked if i not in skipped]
-        return self._encoding.decode(checked)
+        return self._encoding.decode(checked, errors=errors)
 
     @functools.cached_property
     def _skipped_ids(self) -> frozenset[int]:

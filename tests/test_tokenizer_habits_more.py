@@ -120,3 +120,14 @@ def test_k3_lists_its_own_special_tokens() -> None:
     k3 = load_tokenizer(profile="kimi-k3")
     assert "<|end_of_msg|>" in k3.all_special_tokens and "<|im_end|>" not in k3.all_special_tokens
     assert k3.convert_tokens_to_ids("<|end_of_msg|>") == k3.special_tokens["<|end_of_msg|>"]
+
+
+def test_decode_takes_tiktokens_errors(tok: KimiTokenizer) -> None:
+    enc = tok.encoding
+    cut = [enc.encode_single_token(b"\xe4")]  # the first byte of a three-byte character, alone
+    assert tok.decode(cut) == enc.decode(cut) == "\ufffd"
+    with pytest.raises(UnicodeDecodeError):
+        enc.decode(cut, errors="strict")
+    with pytest.raises(UnicodeDecodeError):
+        tok.decode(cut, errors="strict")
+    assert tok.decode(cut, errors="ignore") == enc.decode(cut, errors="ignore") == ""
