@@ -118,7 +118,8 @@ _RUN = b"\x00" * MIN_FRAGMENT
 def secret_spellings(secret: str) -> tuple[str, ...]:
     """Other spellings of the key's secret part that a response could carry and a text search for the key
     misses: reversed, spaced or dash-joined characters, ``\\uXXXX``-escaped characters, its UTF-8 in hex (lower
-    and upper case), and its base64 (standard and URL-safe; the middle of each of the three alignments, which
+    and upper case) and percent-encoded (``%XX``, either case), and its base64 (standard and URL-safe; the middle
+    of each of the three alignments, which
     stays the same whatever surrounds it). Fragments are searched only in the plain spelling
     (:func:`holds_secret`); these are searched whole."""
     import base64
@@ -128,6 +129,8 @@ def secret_spellings(secret: str) -> tuple[str, ...]:
         return ()
     raw = part.encode("utf-8")
     spellings = [part[::-1], " ".join(part), "-".join(part), "".join(f"\\u{ord(c):04x}" for c in part), raw.hex(), raw.hex().upper()]
+    # percent-encoded, every byte (a URL's query string): quote() leaves letters and digits, which the plain search finds
+    spellings += ["".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)]
     for shift in range(3):
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             coded = encode(b"\0" * shift + raw).decode("ascii")

@@ -26,6 +26,7 @@ Guarantees, and how they are kept:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -42,7 +43,7 @@ from .._base.files import SURROGATE, read_lines
 from .._base.files import to_json_line as to_json_line  # the one JSON-lines writer; importable here as before
 from ..errors import InvalidInputError, OutputFileError
 from ..flags import Flag, FlagCode, flags_to_json
-from .errors import MIN_SECRET_LENGTH, OutputNotOpenError, holds_secret, holds_secret_spelled, redact
+from .errors import MIN_SECRET_LENGTH, OutputNotOpenError, holds_secret, holds_secret_spelled, redact, secret_spellings
 from .errors import OutputLockedError as OutputLockedError  # defined with the adapter's errors; importable here as before
 from .parse import join_surrogate_pairs
 from .rows import cost_of
@@ -69,7 +70,16 @@ def _holds_secret(line: str, secret: str | None) -> bool:
     if not secret or len(secret) < MIN_SECRET_LENGTH:
         return False
     escaped = to_json_line(secret)[1:-1]
-    return holds_secret_spelled(line, secret) or (escaped != secret and holds_secret(line, escaped))
+    if holds_secret_spelled(line, secret) or (escaped != secret and holds_secret(line, escaped)):
+        return True
+    # a spelling with a backslash (``\\u0073...`` as text) is escaped in the line: searched as it is written there
+    return any(json_spelled in line for json_spelled in _json_spellings(secret))
+
+
+@functools.lru_cache(maxsize=4)
+def _json_spellings(secret: str) -> tuple[str, ...]:
+    """The :func:`~kimi_recon.openrouter.errors.secret_spellings` that JSON writes otherwise, as it writes them."""
+    return tuple(written for spelled in secret_spellings(secret) if (written := to_json_line(spelled)[1:-1]) != spelled)
 
 
 def without_secret(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,8 +28,11 @@ def _spelled_in_file(path: Path) -> list[str]:
     found = [name for name, spelled in _spellings().items() if spelled in data]
 
     def walk(value: object, key: object) -> None:
-        if isinstance(value, dict):
+        if isinstance(value, str):  # the text as read back (a spelling with a backslash is escaped in the file)
+            found.extend(f"{name} in a string" for name, spelled in _spellings().items() if spelled in value)
+        elif isinstance(value, dict):
             for k, v in value.items():
+                walk(k, None)
                 walk(v, k)
         elif isinstance(value, list):
             if value and all(type(v) is int for v in value):
@@ -52,6 +55,10 @@ def _spellings() -> dict[str, str]:
         "hex": PART.encode().hex(),
         "reversed": PART[::-1],
         "spaced": " ".join(PART),
+        # issue 35's adversarial run: written verbatim before (the first one-JSON-decode away, in the log)
+        "u-escaped": "".join(f"\\u{ord(c):04x}" for c in PART),
+        "percent-encoded": "".join(f"%{b:02X}" for b in PART.encode()),
+        "percent-encoded lower": "".join(f"%{b:02x}" for b in PART.encode()),
     }
 
 
