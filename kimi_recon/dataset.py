@@ -76,7 +76,7 @@ from .flags import Flag, FlagCode, max_severity, severity_of
 from .profiles import DEFAULT_PROFILE, get_profile
 from .servers import get_server
 from .usage_check import TokenCounts
-from .usage_stats import TokenCountTally, learned_conventions_applied, report_lines
+from .usage_stats import TokenCountTally, learned_conventions_applied, off_convention, report_lines
 
 __all__ = [
     "ERROR",
@@ -362,7 +362,8 @@ def _usage_of_result(result: RecordResult | RecordReconstruction) -> tuple[str |
 
 
 def _with_flag(result: _R, flag: Flag) -> _R:
-    return dataclasses.replace(result, flags=(*result.flags, flag))
+    counts = None if result.token_counts is None else off_convention(result.token_counts, flag)
+    return dataclasses.replace(result, flags=(*result.flags, flag), token_counts=counts)
 
 
 def _usage_provider(result: RecordResult | RecordReconstruction) -> str | None:

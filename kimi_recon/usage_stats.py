@@ -7,6 +7,7 @@ kept, and each is capped, so a run of any length uses the same memory.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 from ._base.arguments import bool_argument, instance_argument, int_argument
 from .errors import InvalidInputTypeError
 from .flags import Flag, FlagCode
-from .usage_check import COMPLETION, PROMPT, REASONING, Convention, TokenCounts
+from .usage_check import COMPLETION, PROMPT, REASONING, Convention, CountCheck, TokenCounts
 
 __all__ = ["UNKNOWN_PROVIDER", "ConventionLearner", "TokenCountTally", "learned_conventions_applied", "report_lines"]
 
@@ -210,6 +211,16 @@ class ConventionLearner:
         if key not in self._seen and len(self._seen) >= _MAX_PROVIDERS:
             key = _OTHER
         return self._seen.setdefault(key, Counter())
+
+
+def off_convention(counts: TokenCounts, flag: Flag) -> TokenCounts:
+    """``counts`` with its completion figure no longer agreeing, as ``flag`` (:meth:`ConventionLearner.flag`) says:
+    the per-provider table then counts the row as a mismatch, as its flags do."""
+    check = counts.completion
+    if check is None or flag.code is not FlagCode.COMPLETION_TOKENS_MISMATCH:
+        return counts
+    note = f"it fits only the {check.convention.value if check.convention else 'no'} convention, which its provider's other rows do not follow"
+    return dataclasses.replace(counts, completion=CountCheck(check.field, check.reported, check.rebuilt, None, note))
 
 
 def _key(provider: object) -> str:

@@ -71,11 +71,16 @@ def test_a_thinking_off_answer_read_as_thinking_on_is_flagged_by_the_providers_o
     records.insert(at, _thinking_off_read_as_on(tok, "Together"))
     report = audit_dataset(records, tok, progress=False)
     assert report.flag_counts == {"completion_tokens_mismatch": 1}
+    # the usage table says what the flags say: 40 of 41 rows agree, all of them as every id counts
+    table = report.token_counts["providers"]["Together"]
+    assert (table["rows"], table["agree"]) == (41, 40) and table["fields"]["completion_tokens"]["conventions"] == {"exact": 40}
     flagged = [r for r in reconstruct_records(records, tok) if r.flags]
     assert [r.record_id for r in flagged] == ["odd"]
     (flag,) = flagged[0].flags
     assert flag.code is FlagCode.COMPLETION_TOKENS_MISMATCH and flag.severity is Severity.LOSS and flag.delta == -1
     assert "without_stop" in flag.message and "Together" in flag.message and "exact" in flag.message
+    counts = flagged[0].token_counts
+    assert counts is not None and counts.completion is not None and not counts.completion.agrees
 
 
 def test_a_provider_that_counts_without_the_stop_token_flags_the_row_that_counts_it(tok: KimiTokenizer) -> None:
@@ -123,6 +128,7 @@ def test_build_samples_flags_the_row_its_providers_convention_contradicts_and_dr
     records.insert(2, {**_thinking_off_read_as_on(tok, "Together"), "messages": [{"role": "user", "content": "Hi"}]})
     flagged = [r for r in build_samples(records, tok) if r.row is None or r.row["flags"]]
     assert [(r.record_id, r.row["flags"], r.row["max_severity"]) for r in flagged if r.row is not None] == [("odd", "completion_tokens_mismatch", "loss")]
+    assert flagged[0].row is not None and json.loads(flagged[0].row["token_counts"])["completion_tokens"]["convention"] is None
     results = list(build_samples(records, tok, drop_severity="loss"))
     assert len(results) == len(records)  # never dropped silently
     (dropped,) = [r for r in results if r.error is not None]

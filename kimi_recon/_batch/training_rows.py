@@ -296,6 +296,9 @@ def _row_flagged(result: SampleResult, flag: Flag, floor: str | None, skip_flagg
     row = {**result.row, "flags": f"{result.row['flags']},{codes}" if result.row["flags"] else codes}
     worst = result.row["max_severity"]
     row["max_severity"] = flag.severity.value if not worst or flag.severity >= Severity(worst) else worst
+    counts = json.loads(row["token_counts"])
+    counts[COMPLETION] = {**counts[COMPLETION], "convention": None}  # the figure no longer agrees, as the flag says
+    row["token_counts"] = json.dumps(counts)
     return dataclasses.replace(result, row=row)
 
 
