@@ -299,6 +299,9 @@ def encode_like_official(fast: tokenizers.Tokenizer, text: str) -> list[int]:
     if not callable(getattr(fast, "encode_batch", None)):
         raise InvalidInputTypeError(f"must be a tokenizers.Tokenizer, got {type(fast).__name__}", field="fast")
     ids: list[int] = []
-    for encoding in fast.encode_batch(list(official_chunks(text)), add_special_tokens=False):  # [text] when uncut
-        ids += encoding.ids
+    try:
+        for encoding in fast.encode_batch(list(official_chunks(text)), add_special_tokens=False):  # [text] when uncut
+            ids += encoding.ids
+    except (TypeError, AttributeError):  # another object with an encode_batch (a KimiTokenizer, a tiktoken Encoding)
+        raise InvalidInputTypeError(f"must be a tokenizers.Tokenizer, got {type(fast).__name__}", field="fast") from None
     return ids

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import tiktoken
 
-from ._base.arguments import instance_argument
+from ._base.arguments import bool_argument, instance_argument
 from .errors import InvalidInputError, InvalidInputTypeError, TokenizerLoadError, preview
 from .profiles import ChatProfile, get_profile
 from .special_tokens import NUM_SPECIAL_SLOTS, SPECIAL_TEXT_SHAPE, SpecialTokenRegistry, registry_matching, registry_named, reserved_token_text
@@ -181,6 +181,17 @@ def _long_runs(piece: str, max_run: int) -> Iterator[tuple[int, int]]:
 def _check_text(text: object) -> None:
     if not isinstance(text, str):
         raise InvalidInputTypeError(f"encode() takes a str, got {type(text).__name__}", field="text")
+
+
+def _check_errors(errors: object) -> None:
+    """``errors`` is a codec error handler Python knows (``"strict"``, ``"replace"``, ``"ignore"``, …)."""
+    instance_argument(errors, "errors", str, 'an error handler name such as "strict" or "replace"')
+    import codecs
+
+    try:
+        codecs.lookup_error(errors)  # type: ignore[arg-type]  # (a str, checked above)
+    except LookupError:
+        raise InvalidInputError(f'is no error handler Python knows ("strict", "replace", "ignore", …), got {preview(errors)}', field="errors") from None
 
 
 def _empty(value: object) -> bool:
@@ -510,8 +521,10 @@ class KimiTokenizer:
         meaning): ``<|im_end|>`` goes, ``</think>`` and the tool-call markers stay (they are ``special: false``).
         ``errors`` is tiktoken's (and ``bytes.decode``'s): ``"strict"`` raises ``UnicodeDecodeError`` on ids that
         end inside a character instead of writing U+FFFD."""
-        if errors != "replace":
-            instance_argument(errors, "errors", str, 'an error handler name such as "strict" or "replace"')
+        if type(errors) is not str or errors != "replace":  # (type first: an array's != answers item by item)
+            _check_errors(errors)
+        if skip_special_tokens is not False:
+            bool_argument(skip_special_tokens, "skip_special_tokens")
         checked = self._checked(ids)
         if skip_special_tokens:
             skipped = self._skipped_ids

@@ -28,6 +28,13 @@ TOK: KimiTokenizer = load_tokenizer()
 REPORT = audit_dataset([], progress=False)
 RESULT = kimi_recon.audit_record({"response": {"content": "hi"}, "reference_ids": [1]})
 
+def _encode_like_official(fast: object, text: str) -> list[int]:
+    pytest.importorskip("tokenizers")
+    from kimi_recon.fast_tokenizer import encode_like_official
+
+    return encode_like_official(fast, text)  # type: ignore[arg-type]
+
+
 def _deep_list(depth: int) -> list[object]:
     value: list[object] = []
     for _ in range(depth):
@@ -76,6 +83,10 @@ CALLS: dict[str, Callable[[], object]] = {
     "check_count(prompt_opens=array)": lambda: check_count("completion_tokens", 0, 0, closed=True, prompt_opens=np.array([1, 2])),  # type: ignore[arg-type]
     "check_count(allowed=object())": lambda: check_count("completion_tokens", 0, 0, closed=True, allowed=object()),  # type: ignore[arg-type]
     "check_count(field=array)": lambda: check_count(np.array([1, 2]), 0, 0, closed=True),  # type: ignore[arg-type]
+    "decode(skip_special_tokens=array)": lambda: TOK.decode([1, 2], skip_special_tokens=np.array([1, 2])),  # type: ignore[arg-type]
+    "decode(errors=array)": lambda: TOK.decode([1, 2], errors=np.array([1])),  # type: ignore[arg-type]
+    "decode(errors='bogus')": lambda: TOK.decode([1, 2], errors="bogus"),
+    "encode_like_official(KimiTokenizer)": lambda: _encode_like_official(TOK, "x"),
     "OutputFile.append not open": lambda: OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"}),
     "reconstruct_records(executor=array)": lambda: list(reconstruct_records([{"response": {"content": "x"}}], executor=np.array([1, 2]))),  # type: ignore[arg-type]
 }
