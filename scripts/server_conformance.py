@@ -295,7 +295,11 @@ def drive_swapped(
     tmp = out / (name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out / name)
-    return {"base": base, "why": why, "file": name, "rows": len(rows), "rows_differing": len(differ),
+    kinds: dict[str, int] = {}
+    for row in differ:  # what behaves otherwise than in the base: the fixed cases' kinds, "random", "official"
+        kind = row["source"] if row["source"] in ("random", "official") else row["loss"]
+        kinds[f"{kind}/{row['profile']}"] = kinds.get(f"{kind}/{row['profile']}", 0) + 1
+    return {"base": base, "why": why, "file": name, "rows": len(rows), "rows_differing": len(differ), "differs_on": dict(sorted(kinds.items())),
             "errors": sum(1 for r in rows if r["error"] is not None), "chat_assembly": f"{base}'s", "driven": True,
             "profiles_not_driven": not_driven,
             "swapped": "every Kimi file" if mode == "all" else "the Kimi-named files (the base's shared modules kept; Kimi classes grafted)"}  # fmt: skip
