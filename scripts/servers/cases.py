@@ -349,6 +349,11 @@ def variants() -> Iterator[Raw]:
     yield Raw("tool_calls", "k3_text_after_tools", R, C, (W,), k3_after_tools="done")
     yield Raw("tool_calls", "k3_empty_string_arg", R, C, (Call("get_weather", k3_args=(("city", "string", ""),)),))
     yield Raw("tool_calls", "k3_bool_null", R, C, (Call("get_weather", k3_args=(("exact", "boolean", "true"), ("unit", "null", "null"))),))
+    # shrunk from the seeded random search (random/37/8, random/37/177): one call whose index the model restarted at 0
+    # or wrote as 60 comes back as index 1 (vLLM 0.29-0.33, SGLang 0.5.17-0.5.23), silent before k3_calls_renumbered
+    # applied to a single call
+    yield Raw("tool_calls", "k3_index_restart_one_call", R, C, (Call("get_weather", index="0"),))
+    yield Raw("tool_calls", "k3_index_big_one_call", R, "", (Call("get_weather", index="60"),))
 
 
 def upstream_shapes() -> Iterator[Raw]:
