@@ -151,6 +151,22 @@ def _reasoning_alone(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> 
     return ("reasoning",) if opened and bool(turn.reasoning) and not turn.tool_calls and _blank(turn.content) else ()
 
 
+def _reasoning_end_may_merge(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    """Reasoning ending in punctuation: newlines the model wrote after it are one token with it (``.\\n``), so a
+    parser that strips them leaves the count as it was. After a letter or digit they are tokens of their own, which
+    the count shows."""
+    reasoning = turn.reasoning
+    return ("reasoning",) if thinking and reasoning and not reasoning[-1].isalnum() and not reasoning[-1].isspace() else ()
+
+
+def _reasoning_opens_with_space(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
+    """K2-Thinking (the model writes its own ``<think>``) reasoning that starts with whitespace: it may be what the
+    model wrote before its ``<think>``."""
+    reasoning = turn.reasoning
+    opens = thinking and prof.thinking_style == "model_opens"
+    return ("reasoning",) if opens and reasoning and reasoning[0].isspace() and not reasoning.isspace() else ()
+
+
 def _finished(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
     return ("content",) if not turn.truncated else ()
 
@@ -168,6 +184,7 @@ def _cut(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str
 #: (``tests/servers_measure.py``: :func:`loss_frequencies`; a test keeps these figures equal to the goldens').
 LOSS_SEEN: Final[Mapping[str, tuple[int, int, str]]] = {
     "whitespace_stripped": (0, 73, "official K2.x tool-call turns"),
+    "reasoning_end_stripped": (0, 27, "official K2.x thinking turns whose reasoning ends in punctuation"),
     "blank_arguments_to_object": (0, 14, "official K2.x turns with blank arguments"),
     "spaces_around_markers": (0, 18, "official K2.x turns with a field starting or ending with a space"),
     "k3_values_respelled": (0, 45, "official K3 turns with numbers in arguments"),
@@ -248,6 +265,20 @@ LOSSES: Final[Mapping[str, ParserLoss]] = dict(
         _loss("k3_calls_dropped", "k3", "calls are dropped when the request offered no tools", _any_turn),
         _loss("ids_rebuilt", "k2", "call ids are rebuilt by the server, not the model's", _calls),
         _loss("ids_renumbered", "k2", "call ids are written by the server as functions.NAME:N from its own count of the calls so far", _calls),
+        _loss(
+            "reasoning_end_stripped",
+            "k2",
+            "the whitespace ending the reasoning is stripped, on every turn (after punctuation a newline is one token "
+            "with it: the count stays)",
+            _reasoning_end_may_merge,
+        ),
+        _loss(
+            "think_begin_moved",
+            "k2",
+            "K2-Thinking text before the <think> the model wrote comes back at the start of the reasoning, the <think> "
+            "after it dropped (the rebuild writes the <think> first: the same count)",
+            _reasoning_opens_with_space,
+        ),
         _loss("k3_json_block_dropped", "k3", "a json arguments block vanishes (arguments {})", _empty_object_arguments),
         _loss("k3_values_respelled", "k3", "argument values are decoded and re-encoded (1.50 -> 1.5, 1e2 -> 100.0)", _number_arguments),
         # (one call too: a model that restarts its index at 0, or writes any other, gets index 1 back; seeded random
@@ -340,7 +371,7 @@ SERVERS: Final[Mapping[str, ServerProfile]] = {
     "vllm==0.33.0": ServerProfile(
         "vllm==0.33.0",
         "vLLM 0.33.0 (parser/kimi_k2.py, parser/kimi_k3.py)",
-        frozenset((*_K2_COMMON, *_K3_COMMON, "spaces_around_markers", "k3_spaces_around_markers")),
+        frozenset((*_K2_COMMON, *_K3_COMMON, "spaces_around_markers", "k3_spaces_around_markers", "reasoning_end_stripped", "think_begin_moved")),
         _COUNTS_EVERY_ID,
         _VLLM_IDS,
     ),

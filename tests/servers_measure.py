@@ -266,8 +266,60 @@ def one_token_loss_frequencies(rows: Iterable[Mapping[str, Any]], names: Iterabl
     return {name: (len(short[name]), len(applies[name])) for name in sorted(applies)}
 
 
+def with_server_ids_rebuild(row: Mapping[str, Any], usage: bool, *, server_named: bool = False) -> tuple[list[int], list[str]]:
+    """:func:`kimi_recon_rebuild` of the response as a server asked for its ids returns it: the generated ids put
+    back where the build writes them (vLLM ``token_ids``, SGLang ``response_token_ids``)."""
+    response = json.loads(json.dumps(row["response"]))
+    key = "response_token_ids" if row["server"].startswith("sglang") else "token_ids"
+    response["choices"][0][key] = list(row["output_ids"])
+    return kimi_recon_rebuild({**row, "response": response}, usage, server_named=server_named)
+
+
+#: The modes docs/servers.md gives figures for: (title, usage weighed, rebuild).
+DOC_MODES: tuple[tuple[str, bool, Rebuild], ...] = (
+    ("message + usage, the server named", True, named_server_rebuild),
+    ("message + usage, the server not named", True, kimi_recon_rebuild),
+    ("message alone, the server named", False, named_server_rebuild),
+    ("message alone, the server not named", False, kimi_recon_rebuild),
+    ("the server's own ids returned (return_token_ids), not named", True, with_server_ids_rebuild),
+)
+DOC_BEGIN = "<!-- figures: python tests/servers_measure.py --doc -->"
+DOC_END = "<!-- end of figures -->"
+
+
+def doc_figures(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The figures block of docs/servers.md: one table per mode, a line per server build, the exact rows split by
+    whether they carry a ``risk``/``loss`` flag (what ``--drop-severity risk`` would drop though the ids are right)."""
+    out = [DOC_BEGIN, ""]
+    for title, usage, rebuild in DOC_MODES:
+        outcomes = measure(rows, usage=usage, rebuild=rebuild)
+        out += [f"**{title}**", "", "| server | rows | exact | exact, flagged risk or loss | flagged | silent wrong | refused or server error |", "|---|---|---|---|---|---|---|"]
+        by_server: dict[str, list[RowOutcome]] = collections.defaultdict(list)
+        for o in outcomes:
+            by_server[o.server].append(o)
+        for server in [*sorted(by_server), "total"]:
+            group = outcomes if server == "total" else by_server[server]
+            c = totals(group)
+            graded = sum(1 for o in group if o.outcome == "exact" and any(_at_least_risk(code) for code in o.flag_codes))
+            cells = [server, len(group), c["exact"], graded, c["flagged"], c["silent_wrong"], c["refused"] + c["server_error"]]
+            out.append("| " + " | ".join(f"**{v}**" if server == "total" else str(v) for v in cells) + " |")
+        out.append("")
+    out.append(DOC_END)
+    return "\n".join(out)
+
+
+def _at_least_risk(code: str) -> bool:
+    try:
+        return severity_of(code) >= Severity.RISK
+    except KimiReconError:
+        return True
+
+
 def main(argv: Sequence[str]) -> None:
     rows = load_rows()
+    if "--doc" in argv:
+        print(doc_figures(rows))
+        return
     for use_usage in (False, True):
         out = measure(rows, usage=use_usage)
         title = f"usage check {'on' if use_usage else 'off'}"

@@ -180,7 +180,7 @@ TURN = {
 
 
 def test_every_output_writes_the_same_flag_objects_and_training_columns_their_codes(tok: KimiTokenizer) -> None:
-    turn = AssistantTurn(reasoning="Think.", content="Calling.", tool_calls=(), finish_reason="stop")
+    turn = AssistantTurn(reasoning="Think first", content="Calling.", tool_calls=(), finish_reason="stop")
     assert reconstruct_output_ids(turn, tok).flags == ()
     ids = reconstruct_output_ids(TURN, tok).ids
     record = {

@@ -27,8 +27,10 @@ NAMES = ["Together", "Moonshot AI", "DeepInfra", "my-own-box"]
 
 
 def _record(tok: KimiTokenizer, i: int, server: str | None, *, shift: int = 0, **extra: Any) -> dict[str, Any]:
-    """A thinking-on answer whose usage counts every generated id (plus ``shift``)."""
-    message = {"reasoning_content": f"Think {i}.", "content": f"Answer {i}."}
+    """A thinking-on answer whose usage counts every generated id (plus ``shift``). Its reasoning ends in a letter:
+    whitespace a parser stripped after it would show in the count (after punctuation it would not, and the row
+    would carry ``server_rare_loss`` for ``reasoning_end_stripped`` of its own)."""
+    message = {"reasoning_content": f"Think {i} first", "content": f"Answer {i}."}
     ids = reconstruct_output_ids(message, tok, thinking=True).ids
     response = {"choices": [{"message": message, "finish_reason": "stop"}], "usage": {"completion_tokens": len(ids) + shift}}
     record: dict[str, Any] = {"id": f"r{i}", "response": response, "reference_ids": ids, "thinking": True, **extra}

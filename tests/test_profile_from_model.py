@@ -216,7 +216,7 @@ def test_an_id_that_names_no_kimi_model_is_flagged_when_no_profile_was_named(mod
     from kimi_recon.flags import FlagCode
 
     assert profile_for_model(model, default="") == "" and profiles.other_model(model) is None
-    response = {"model": model, "choices": [{"message": {"role": "assistant", "content": "Hello", "reasoning_content": "Hm."}, "finish_reason": "stop"}]}
+    response = {"model": model, "choices": [{"message": {"role": "assistant", "content": "Hello", "reasoning_content": "Hm, a greeting"}, "finish_reason": "stop"}]}
     turn = turn_from_response(response)
     assumed = reconstruct_output_ids(turn)
     assert [f.code for f in assumed.flags] == [FlagCode.PROFILE_ASSUMED] and assumed.flags[0].field == "profile"
@@ -246,7 +246,7 @@ def test_an_id_of_another_model_is_refused_with_no_profile_named_and_flagged_los
     from kimi_recon.errors import InvalidInputError
 
     assert profile_for_model(model, default="") == "" and profiles.other_model(model)
-    response = {"model": model, "choices": [{"message": {"role": "assistant", "content": "Hello", "reasoning_content": "Hm."}, "finish_reason": "stop"}]}
+    response = {"model": model, "choices": [{"message": {"role": "assistant", "content": "Hello", "reasoning_content": "Hm, a greeting"}, "finish_reason": "stop"}]}
     turn = turn_from_response(response)
     with pytest.raises(InvalidInputError, match="not a Kimi model") as err:
         reconstruct_output_ids(turn)

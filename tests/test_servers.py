@@ -131,14 +131,45 @@ def test_a_response_reveals_its_server_only_where_a_field_or_id_style_is_its_own
 
 
 def test_a_plain_answer_has_no_server_flag_and_a_tool_call_turn_is_flagged_for_an_unknown_server(tok: KimiTokenizer) -> None:
-    assert reconstruct_output_ids({"reasoning_content": "Hm.", "content": "Hi"}, tok).flags == ()
+    # (reasoning ending in a letter: whitespace a parser stripped after it would show in the count)
+    assert reconstruct_output_ids({"reasoning_content": "Hm, hello", "content": "Hi"}, tok).flags == ()
     # a named server can drop whole calls (vLLM 0.33.0 when the request offered no tools): with no usage to rule
     # that out, a plain answer is flagged too; a count that agrees rules it out
-    plain = turn_from_response(_response({"reasoning_content": "Hm.", "content": "Hi"}, finish="stop"))
+    plain = turn_from_response(_response({"reasoning_content": "Hm, hello", "content": "Hi"}, finish="stop"))
     assert any("calls_dropped" in f.message for f in reconstruct_output_ids(plain, tok, server="vllm").flags)
-    n = len(tok.encode("Hm.</think>Hi<|im_end|>"))
-    counted = turn_from_response(_response({"reasoning_content": "Hm.", "content": "Hi"}, finish="stop", usage={"completion_tokens": n}))
+    n = len(tok.encode("Hm, hello</think>Hi<|im_end|>"))
+    counted = turn_from_response(_response({"reasoning_content": "Hm, hello", "content": "Hi"}, finish="stop", usage={"completion_tokens": n}))
     assert reconstruct_output_ids(counted, tok, server="vllm").flags == ()
+
+
+# What vLLM 0.33.0's own parser (parser/kimi_k2.py through its chat handler, scripts/servers/drive_vllm.py) returned
+# for K2.x outputs no count can tell apart from the rebuild: the generated text, the message, the count.
+_VLLM_033_BY_ITS_PARSER = [
+    # the reasoning's trailing newline stripped on a turn without calls (".\n" is one token: the count stays)
+    ("kimi-k2.5", "Thinking about it.\n</think>Answer<|im_end|>", {"reasoning_content": "Thinking about it.", "content": "Answer"}, "reasoning_end_stripped"),
+    # K2-Thinking: what the model wrote before its <think> comes back at the start of the reasoning, the <think> gone
+    ("kimi-k2-thinking", "\n<think>Thinking about it.</think>Answer<|im_end|>", {"reasoning_content": "\nThinking about it.", "content": "Answer"}, "think_begin_moved"),
+]
+
+
+@pytest.mark.parametrize(("profile", "generated", "message", "loss"), _VLLM_033_BY_ITS_PARSER)
+@pytest.mark.parametrize("server", ["vllm==0.33.0", "vllm", "vllm*", "vllm==0.22.0", None, "Together"])
+def test_what_vllm_033_loses_where_no_count_can_show_it_is_flagged_for_it_and_for_an_unknown_server(
+    tok: KimiTokenizer, profile: str, generated: str, message: dict[str, Any], loss: str, server: str | None
+) -> None:
+    truth = tok.encode(generated)
+    turn = turn_from_response(_response(message, finish="stop", usage={"completion_tokens": len(truth)}))
+    result = reconstruct_output_ids(turn, tok, profile=profile, thinking=True, server=server)
+    assert list(result.ids) != truth and len(result.ids) == len(truth)  # the count agrees: only the flag can say it
+    (flag,) = [f for f in result.flags if loss in f.message]
+    assert flag.field == "reasoning" and flag.severity >= Severity.UNLIKELY
+
+
+def test_the_builds_that_keep_the_reasonings_end_carry_no_such_flag(tok: KimiTokenizer) -> None:
+    # vLLM 0.15.1 and SGLang 0.5.23 return "Thinking about it.\n" as written (their parsers run over the same outputs)
+    for server in ("vllm==0.15.1", "sglang==0.5.23", "none"):
+        message = {"reasoning_content": "Thinking about it.", "content": "Answer"}
+        assert not [f for f in reconstruct_output_ids(message, tok, thinking=True, server=server).flags if "reasoning_end_stripped" in f.message]
     flags = reconstruct_output_ids({"reasoning_content": "Hm.", "content": "Sure.", "tool_calls": [TOOL_CALL]}, tok).flags
     assert FlagCode.SERVER_MAY_HAVE_LOST in _codes(flags)
     assert all(f.severity is Severity.RISK for f in flags if f.code is FlagCode.SERVER_MAY_HAVE_LOST)

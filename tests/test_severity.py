@@ -41,7 +41,7 @@ def _with_summary_reasoning(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_audit_summary_json_and_html_show_each_flags_severity(tok: KimiTokenizer) -> None:
-    turn = {"role": "assistant", "content": "Hi", "reasoning_content": "Hm."}
+    turn = {"role": "assistant", "content": "Hi", "reasoning_content": "Hm, a greeting"}
     ids = reconstruct_output_ids(turn, tok).ids
     cut = {"id": "cut", "response": {"choices": [{"message": turn, "finish_reason": "length"}]}, "reference_ids": ids[:-1]}
     plain = {"id": "ok", "response": {"choices": [{"message": turn, "finish_reason": "stop"}]}, "reference_ids": ids}
@@ -56,7 +56,7 @@ def test_the_audit_summary_json_and_html_show_each_flags_severity(tok: KimiToken
 
 
 def test_audit_json_records_and_audit_columns_carry_the_severity(tok: KimiTokenizer) -> None:
-    turn = {"role": "assistant", "content": "Hi", "reasoning_content": "Hm."}
+    turn = {"role": "assistant", "content": "Hi", "reasoning_content": "Hm, a greeting"}
     ids = reconstruct_output_ids(turn, tok).ids
     record = {"id": "cut", "response": {"choices": [{"message": turn, "finish_reason": "length"}]}, "reference_ids": ids[:-1]}
     row = audit_row(record, tok)

@@ -83,7 +83,7 @@ def test_a_message_without_reasoning_and_no_mode_said_is_flagged_at_every_door(t
     assert FlagCode.THINKING_ASSUMED not in reconstruct_record({**record, "thinking": True}, TOK).flag_codes
     assert FlagCode.THINKING_ASSUMED not in _codes(build_training_sample(MESSAGES, response, thinking=True).flags)
     # a message with reasoning shows thinking was on: nothing to say
-    assert kimi_recon.reconstruct_output_ids(_response({"content": "Hi!", "reasoning": "Hm."})).flags == ()
+    assert kimi_recon.reconstruct_output_ids(_response({"content": "Hi!", "reasoning": "Hm, a greeting"})).flags == ()
     # the command line: flagged by default, not with --no-thinking
     path = tmp_path / "in.jsonl"
     path.write_text(json.dumps(record) + "\n", encoding="utf-8")
@@ -143,10 +143,10 @@ def test_reasoning_the_usage_counted_but_the_response_left_out_is_flagged_outsid
 @pytest.mark.parametrize(
     "extra",
     [
-        {"reasoning_text": "User wants hi."},
-        {"thinking": "User wants hi."},
-        {"thoughts": [{"text": "User wants hi."}]},
-        {"thinking_blocks": [{"type": "thinking", "thinking": "User wants hi.", "signature": "c2ln"}]},
+        {"reasoning_text": "User wants hi"},
+        {"thinking": "User wants hi"},
+        {"thoughts": [{"text": "User wants hi"}]},
+        {"thinking_blocks": [{"type": "thinking", "thinking": "User wants hi", "signature": "c2ln"}]},
     ],
 )
 def test_reasoning_under_a_key_no_reader_knows_is_flagged_not_dropped(extra: dict[str, Any]) -> None:
@@ -158,9 +158,9 @@ def test_reasoning_under_a_key_no_reader_knows_is_flagged_not_dropped(extra: dic
     assert FlagCode.REASONING_KEY_UNREAD in reconstruct_record(record, TOK).flag_codes
     assert FlagCode.REASONING_KEY_UNREAD in _codes(sample_from_record(record, TOK).flags)
     # beside the same reasoning under a key that is read (LiteLLM writes both): nothing lost, nothing to say
-    both = kimi_recon.reconstruct_output_ids(_response({"content": "Hi!", "reasoning_content": "User wants hi.", **extra}))
+    both = kimi_recon.reconstruct_output_ids(_response({"content": "Hi!", "reasoning_content": "User wants hi", **extra}))
     assert both.flags == ()
-    other = kimi_recon.reconstruct_output_ids(_response({"content": "Hi!", "reasoning_content": "Something else.", **extra}))
+    other = kimi_recon.reconstruct_output_ids(_response({"content": "Hi!", "reasoning_content": "Something else", **extra}))
     assert _codes(other.flags) == ["reasoning_sources_disagree"]
 
 
@@ -170,15 +170,15 @@ def test_keys_that_only_sound_like_reasoning_are_not_taken_for_it() -> None:
 
 
 def test_reasoning_and_reasoning_details_that_disagree_are_flagged_at_every_door() -> None:
-    response = _response({"content": "Hi!", "reasoning": "User wants hi.", "reasoning_details": [{"type": "reasoning.text", "text": "Another text."}]})
+    response = _response({"content": "Hi!", "reasoning": "User wants hi", "reasoning_details": [{"type": "reasoning.text", "text": "Another text."}]})
     rebuilt = kimi_recon.reconstruct_output_ids(response)
     assert _codes(rebuilt.flags) == ["reasoning_sources_disagree"]
-    assert rebuilt.ids == TOK.encode("User wants hi.</think>Hi!<|im_end|>", allowed_special="all")
+    assert rebuilt.ids == TOK.encode("User wants hi</think>Hi!<|im_end|>", allowed_special="all")
     record = {"id": "r", "messages": MESSAGES, "response": response}
     assert FlagCode.REASONING_SOURCES_DISAGREE in reconstruct_record(record, TOK).flag_codes
     assert FlagCode.REASONING_SOURCES_DISAGREE in audit_record({**record, "reference_ids": rebuilt.ids}, TOK).flag_codes
     assert FlagCode.REASONING_SOURCES_DISAGREE in _codes(sample_from_record(record, TOK).flags)
-    agree = _response({"content": "Hi!", "reasoning": "Same.", "reasoning_details": [{"type": "reasoning.text", "text": "Same."}]})
+    agree = _response({"content": "Hi!", "reasoning": "Same here", "reasoning_details": [{"type": "reasoning.text", "text": "Same here"}]})
     assert kimi_recon.reconstruct_output_ids(agree).flags == ()
 
 
@@ -202,8 +202,8 @@ def test_worker_processes_read_the_request_and_unread_reasoning_keys_as_one_work
     vanished."""
     records: list[dict[str, Any]] = [
         {"id": "off", "request": {"reasoning": {"enabled": False}}, "response": _response({"content": "Hi!"})},
-        {"id": "key", "role": "assistant", "content": "Hi!", "reasoning_text": "Hm.", "thinking": True},
-        *({"id": f"n{i}", "thinking": True, "response": _response({"content": "Hi!", "reasoning": "Hm."})} for i in range(4)),
+        {"id": "key", "role": "assistant", "content": "Hi!", "reasoning_text": "Hm, a greeting", "thinking": True},
+        *({"id": f"n{i}", "thinking": True, "response": _response({"content": "Hi!", "reasoning": "Hm, a greeting"})} for i in range(4)),
     ]
     one = [(list(r.ids or ()), _codes(r.flags)) for r in reconstruct_records(records)]
     many = [(list(r.ids or ()), _codes(r.flags)) for r in reconstruct_records(records, workers=2, executor="processes")]

@@ -68,8 +68,9 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "count_proves_ids_wrong": ({"id": "a", "messages": MESSAGES, "response": _response({"completion_tokens": 40}), "thinking": True}, "loss"),
     # the record's own usage, not its response's
     "records_own_usage": ({"id": "a", "messages": MESSAGES, "response": _response(None), "usage": {"completion_tokens": 40}, "thinking": True}, "loss"),
-    # a count that agrees (every id counted): no flag anywhere
-    "count_agrees": ({"id": "a", "messages": MESSAGES, "response": _response({"completion_tokens": 6}), "thinking": True}, ""),
+    # a count that agrees (every id counted): no count flag anywhere; the unknown server's reasoning_end_stripped
+    # (the reasoning ends in punctuation: whitespace after it no count shows) is server_rare_loss at every door alike
+    "count_agrees": ({"id": "a", "messages": MESSAGES, "response": _response({"completion_tokens": 6}), "thinking": True}, "unlikely"),
     # the reasoning count wrong, the completion right
     "reasoning_count_wrong": (
         {"id": "a", "messages": MESSAGES, "response": _response({"completion_tokens": 6, "completion_tokens_details": {"reasoning_tokens": 30}}), "thinking": True},
@@ -99,7 +100,7 @@ def test_the_issue_example_flags_completion_tokens_mismatch_at_each_turn_door(to
     recon = reconstruct_output_ids(response, tok, thinking=True)
     assert recon.ids == REBUILT
     for flags in (recon.flags, reconstruct_many([response], tok, thinking=True)[0].flags, build_training_sample(MESSAGES, response, thinking=True, tokenizer=tok).flags):
-        assert [(f.code.value, f.delta) for f in flags] == [("completion_tokens_mismatch", 34)]
+        assert [(f.code.value, f.delta) for f in flags if f.code.value != "server_rare_loss"] == [("completion_tokens_mismatch", 34)]
     sample = build_training_sample(MESSAGES, response, thinking=True, tokenizer=tok)
     assert sample.token_counts is not None and sample.token_counts.completion is not None
     assert (sample.token_counts.completion.reported, sample.token_counts.completion.rebuilt) == (40, 6)
