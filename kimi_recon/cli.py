@@ -689,15 +689,20 @@ def _share(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    """A whole number, 0 or more (argparse exits 2 with this message otherwise)."""
+def _whole_number(text: str, minimum: int) -> int:
+    """``text`` as a whole number of at least ``minimum`` (argparse exits 2 with this message otherwise)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
+        value = minimum - 1
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be a whole number, {minimum} or more, got {text!r}")
     return value
+
+
+def _count(text: str) -> int:
+    """A whole number, 0 or more."""
+    return _whole_number(text, 0)
 
 
 def _add_length_options(p: argparse.ArgumentParser) -> None:
@@ -713,14 +718,8 @@ def _add_length_options(p: argparse.ArgumentParser) -> None:
 
 
 def _positive(text: str) -> int:
-    """A whole number, 1 or more (argparse exits 2 with this message otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, got {text!r}")
-    return value
+    """A whole number, 1 or more."""
+    return _whole_number(text, 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
