@@ -18,6 +18,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -128,7 +129,7 @@ MOVED = {"sglang/srt/reasoning_parser.py": "sglang/srt/parser/reasoning_parser.p
 
 
 #: bump when swapped_tree's rules change (a cached swapped tree of other rules is rebuilt)
-SWAP_RULES = 2
+SWAP_RULES = 3
 
 
 def _kimi_meta(cache: Path, build: str) -> dict[str, Any]:
@@ -178,6 +179,51 @@ def swapped_tree(cache: Path, build: str, base: str, mode: str) -> Path:
                 dest.write_text(text, encoding="utf-8")
     marker.write_text(stamp)
     return target
+
+
+_IMPORT_ERROR = re.compile(r"cannot import name '\w+' from '([\w.]+)'|No module named '([\w.]+)'")
+#: at most this many modules of a release are fetched to let its Kimi files import in a base tree
+MAX_REPAIRS = 8
+
+
+def repair_imports(cache: Path, build: str, tree: Path, run_driver: Any) -> list[str]:
+    """Let ``build``'s swapped-in files import: while the driver fails on an import of a module the release's wheel
+    has (a name its Kimi files take from a newer ``vllm/envs.py`` or ``tool_parsers/utils.py``), that module of the
+    release is read over range requests (cached beside its Kimi files) and swapped in too. The modules swapped in."""
+    family, version = build.split("==")
+    extras_file = tree / ".extras"
+    extras: list[str] = json.loads(extras_file.read_text()) if extras_file.exists() else []
+    wheel: zipfile.ZipFile | None = None
+    for _ in range(MAX_REPAIRS):
+        proc = run_driver(tree)
+        if proc.returncode == 0:
+            break
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        found = _IMPORT_ERROR.search(lines[-1]) if lines else None
+        if not found:
+            break
+        module = found.group(1) or found.group(2)
+        deps = cache / "kimi-files" / f"{family}-{version}" / "deps"
+        path = next((p for p in (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py") if (deps / p).exists()), None)
+        if path is None:
+            if wheel is None:
+                meta = _kimi_meta(cache, build)
+                wheel = zipfile.ZipFile(kimi_files.RangeFile(meta["url"], meta["size"]))
+            names = set(wheel.namelist())
+            path = next((p for p in (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py") if p in names), None)
+            if path is None or path in extras:
+                break
+            (deps / path).parent.mkdir(parents=True, exist_ok=True)
+            (deps / path).write_bytes(wheel.read(path))
+        if path in extras:
+            break
+        dest = tree / path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.unlink(missing_ok=True)  # (a hard link to the base's file: never write through it)
+        dest.write_bytes((deps / path).read_bytes())
+        extras.append(path)
+        extras_file.write_text(json.dumps(extras))
+    return extras
 
 
 def _has_k3(paths: list[str]) -> bool:
@@ -261,8 +307,15 @@ def drive_swapped(
     base_rows = {r["case_id"]: r for r in map(json.loads, lines)}
     failure = ""
     best: tuple[int, str, list[dict[str, Any]]] | None = None
+    head = b"".join(cases_path.read_bytes().splitlines(keepends=True)[:2])
+
+    def probe(tree: Path) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([str(python), str(driver), str(tree), build.split("==")[1]], input=head, capture_output=True, env=env, check=False)
+
+    extras: dict[str, list[str]] = {}
     for mode in ("all", "kimi"):  # the mode that answers more rows without raising (every Kimi file first on a tie)
         source = swapped_tree(cache, build, base, mode)
+        extras[mode] = repair_imports(cache, build, source, probe)
         with cases_path.open("rb") as stdin:
             proc = subprocess.run([str(python), str(driver), str(source), build.split("==")[1]], stdin=stdin, capture_output=True, env=env, check=False)
         results = [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines() if line.startswith("{")]
@@ -301,6 +354,7 @@ def drive_swapped(
         kinds[f"{kind}/{row['profile']}"] = kinds.get(f"{kind}/{row['profile']}", 0) + 1
     return {"base": base, "why": why, "file": name, "rows": len(rows), "rows_differing": len(differ), "differs_on": dict(sorted(kinds.items())),
             "errors": sum(1 for r in rows if r["error"] is not None), "chat_assembly": f"{base}'s", "driven": True,
+            "other_modules_swapped": extras[mode],
             "profiles_not_driven": not_driven,
             "swapped": "every Kimi file" if mode == "all" else "the Kimi-named files (the base's shared modules kept; Kimi classes grafted)"}  # fmt: skip
 
