@@ -33,6 +33,7 @@ from .servers import (
     losses_of_shape,
     named_or_detected,
     one_id_loss_flag,
+    one_id_more_flag,
     rebuilt_call_id_flags,
     server_losses,
 )
@@ -513,6 +514,10 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
         if lost:
             ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
             flags.extend(kept)
+        if not turn.truncated and reported_counts(usage if usage is not None else turn.metadata.get("usage"))[1] == len(ids) + 1:
+            more = one_id_more_flag(srv, prof.format)
+            if more is not None:
+                flags.append(more)
         if turn.tool_calls:
             flags.extend(rebuilt_call_id_flags(turn, prof, srv, offset))
     return Reconstruction(ids, text, tuple(flags), source, prof.name, thinking, srv.name)

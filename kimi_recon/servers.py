@@ -210,6 +210,24 @@ ONE_ID_SEEN: Final[Mapping[str, tuple[int, int, str]]] = {
 }
 
 
+def one_id_more_flag(server: ServerProfile, chat_format: str) -> Flag | None:
+    """For an unknown server (nothing named, nothing the response shows) whose ``usage.completion_tokens`` is one
+    more than the rebuilt ids of a finished turn: ``server_may_have_lost`` naming the one-id losses an unknown
+    server is not otherwise put to, which a count read as "an [EOS] counted after the stop token" hides (a special
+    token the detokenizer emptied, the whitespace ending the reasoning after a letter); None for any other server."""
+    if not (server is UNKNOWN or (server.losses is UNKNOWN.losses and server is _unknown_named(server.name))):
+        return None
+    specials = "specials_emptied" if chat_format == "k2" else "k3_specials_emptied"
+    return Flag(
+        FlagCode.SERVER_MAY_HAVE_LOST,
+        f"server {server.name}: usage.completion_tokens is one more than the rebuilt ids, which a server counting an "
+        f"[EOS] after the stop token explains, and so does one id its parsers dropped: {LOSSES[specials].what} "
+        f"({specials}), or whitespace ending the reasoning stripped (reasoning_end_stripped). Name the server, or audit "
+        "the provider's rows together, to settle it",
+        "content",
+    )
+
+
 def one_id_loss_flag(server: str, name: str, field: str | None) -> Flag | None:
     """``server_rare_loss`` for loss ``name`` on a turn whose count agrees as a server counting every id counts it,
     the server's convention unknown: the loss hides only if the server leaves its stop token out of the count and

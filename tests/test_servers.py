@@ -165,6 +165,24 @@ def test_what_vllm_033_loses_where_no_count_can_show_it_is_flagged_for_it_and_fo
     assert flag.field == "reasoning" and flag.severity >= Severity.UNLIKELY
 
 
+@pytest.mark.parametrize("server", [None, "unknown", "Together"])
+def test_a_count_one_more_than_the_rebuild_from_an_unknown_server_is_flagged(tok: KimiTokenizer, server: str | None) -> None:
+    """vLLM (0.15.1 and 0.33.0 alike) returns the content "Use <|im_end|> here." with the special token emptied (a
+    request without tools keeps skip_special_tokens) and counts it: one more than the rebuild, which an unknown
+    server's "[EOS] counted after the stop" reading explained away."""
+    truth = tok.encode("Hm</think>Use <|im_end|> here.<|im_end|>")
+    message = {"reasoning_content": "Hm", "content": "Use  here."}
+    result = reconstruct_output_ids(turn_from_response(_response(message, finish="stop", usage={"completion_tokens": len(truth)})), tok, thinking=True, server=server)
+    assert list(result.ids) != truth and len(result.ids) + 1 == len(truth)
+    (flag,) = [f for f in result.flags if "specials_emptied" in f.message]
+    assert flag.severity is Severity.RISK
+    # the count as the rebuild is counted: nothing to say; a named build's own convention decides by itself
+    agreeing = turn_from_response(_response(message, finish="stop", usage={"completion_tokens": len(truth) - 1}))
+    assert not [f for f in reconstruct_output_ids(agreeing, tok, thinking=True, server=server).flags if "specials_emptied" in f.message]
+    named = reconstruct_output_ids(turn_from_response(_response(message, finish="stop", usage={"completion_tokens": len(truth)})), tok, thinking=True, server="vllm==0.33.0")
+    assert FlagCode.COMPLETION_TOKENS_MISMATCH in named.flag_codes or any(f.severity >= Severity.RISK for f in named.flags)
+
+
 def test_the_builds_that_keep_the_reasonings_end_carry_no_such_flag(tok: KimiTokenizer) -> None:
     # vLLM 0.15.1 and SGLang 0.5.23 return "Thinking about it.\n" as written (their parsers run over the same outputs)
     for server in ("vllm==0.15.1", "sglang==0.5.23", "none"):

@@ -28,11 +28,12 @@ from kimi_recon.usage_stats import TokenCountTally
 #: (server_rebuilt_tool_call_id), and when the training sample got the usage check every door gives
 #: (its flags and token_counts, issue 35), and when a count one short ruled out a loss that drops ids (and an
 #: agreeing one made it unlikely), and when an unknown server's reasoning ending in punctuation got
-#: reasoning_end_stripped (server_rare_loss). A change of the row format changes them: re-record with
+#: reasoning_end_stripped (server_rare_loss), and when an unknown server's count one more than the rebuild
+#: got server_may_have_lost (a special token emptied). A change of the row format changes them: re-record with
 #: KIMI_PRINT_DIGESTS=1 python -m pytest tests/openrouter/test_writer_counts.py -s, after checking the rows.
 DIGESTS_BEFORE = {
-    "counter": "b3ceaf7d94af8016f70952f26a7c0a2a56bde04aee63765768a19e4713c0e96e",
-    "training_sample": "358b78dc8841323752d2d66689caf6f99d4e3d08663fbb73408b4da2ea6453ee",
+    "counter": "15f6525759f86a06b6b8e90315b202015c8a7d16de21b34456d9f57e8784d9ed",
+    "training_sample": "7c6db8f8b1d3a9bcf358453039efaf4ae385e19f61860a25e097e88c4c059435",
 }
 
 
