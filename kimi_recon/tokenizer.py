@@ -190,7 +190,7 @@ def _check_errors(errors: object) -> None:
 
     try:
         codecs.lookup_error(errors)  # type: ignore[arg-type]  # (a str, checked above)
-    except LookupError:
+    except (LookupError, ValueError):  # (a NUL or a lone surrogate in the name: ValueError, UnicodeEncodeError)
         raise InvalidInputError(f'is no error handler Python knows ("strict", "replace", "ignore", …), got {preview(errors)}', field="errors") from None
 
 

@@ -86,6 +86,8 @@ CALLS: dict[str, Callable[[], object]] = {
     "decode(skip_special_tokens=array)": lambda: TOK.decode([1, 2], skip_special_tokens=np.array([1, 2])),  # type: ignore[arg-type]
     "decode(errors=array)": lambda: TOK.decode([1, 2], errors=np.array([1])),  # type: ignore[arg-type]
     "decode(errors='bogus')": lambda: TOK.decode([1, 2], errors="bogus"),
+    "decode(errors='\\ud83d')": lambda: TOK.decode([1, 2], errors="\ud83d"),
+    "decode(errors='\\x00')": lambda: TOK.decode([1, 2], errors="\x00"),
     "encode_like_official(KimiTokenizer)": lambda: _encode_like_official(TOK, "x"),
     "OutputFile.append not open": lambda: OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"}),
     "reconstruct_records(executor=array)": lambda: list(reconstruct_records([{"response": {"content": "x"}}], executor=np.array([1, 2]))),  # type: ignore[arg-type]
