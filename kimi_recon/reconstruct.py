@@ -335,7 +335,7 @@ def _rendered_for_ids(
     stop_flag = None
     if stop is None and "matched_stop" in turn.metadata:
         stop, stop_flag = _stop_the_server_saw(turn.metadata["matched_stop"], prof)
-    rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=call_index_offset or 0, stop=stop)
+    rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=0 if call_index_offset is None else call_index_offset, stop=stop)
     if call_index_offset is None and turn.tool_calls:
         rendered = _index_not_said(rendered)
     if stop_flag is not None:

@@ -89,6 +89,8 @@ CALLS: dict[str, Callable[[], object]] = {
     "decode(errors='\\ud83d')": lambda: TOK.decode([1, 2], errors="\ud83d"),
     "decode(errors='\\x00')": lambda: TOK.decode([1, 2], errors="\x00"),
     "encode_like_official(KimiTokenizer)": lambda: _encode_like_official(TOK, "x"),
+    "reconstruct_output_ids(call_index_offset=[])": lambda: kimi_recon.reconstruct_output_ids({"content": "x"}, call_index_offset=[]),  # type: ignore[arg-type]
+    "reconstruct_output_ids(call_index_offset=False)": lambda: kimi_recon.reconstruct_output_ids({"content": "x"}, call_index_offset=False),
     "OutputFile.append not open": lambda: OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"}),
     "reconstruct_records(executor=array)": lambda: list(reconstruct_records([{"response": {"content": "x"}}], executor=np.array([1, 2]))),  # type: ignore[arg-type]
 }
