@@ -283,29 +283,42 @@ DOC_MODES: tuple[tuple[str, bool, Rebuild], ...] = (
     ("message alone, the server not named", False, kimi_recon_rebuild),
     ("the server's own ids returned (return_token_ids), not named", True, with_server_ids_rebuild),
 )
+#: The other golden sets (streamed answers; vLLM's spaced detokenizer) and the modes given for them.
+DOC_OTHER_SETS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
+    ("stream", "streamed (the parser's own parse_delta, deltas accumulated as a client does)", (0, 1, 3)),
+    ("spaced", "vLLM's default detokenizer (spaces around every marker)", (0, 1, 3)),
+)
 DOC_BEGIN = "<!-- figures: python tests/servers_measure.py --doc -->"
 DOC_END = "<!-- end of figures -->"
 
 
-def doc_figures(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The figures block of docs/servers.md: one table per mode, a line per server build, the exact rows split by
-    whether they carry a ``risk``/``loss`` flag (what ``--drop-severity risk`` would drop though the ids are right)."""
+def doc_figures() -> str:
+    """The figures block of docs/servers.md: one table per mode and golden set, a line per server build, the exact
+    rows split by whether they carry a ``risk``/``loss`` flag (what ``--drop-severity risk`` would drop though the
+    ids are right)."""
     out = [DOC_BEGIN, ""]
-    for title, usage, rebuild in DOC_MODES:
-        outcomes = measure(rows, usage=usage, rebuild=rebuild)
-        out += [f"**{title}**", "", "| server | rows | exact | exact, flagged risk or loss | flagged | silent wrong | refused or server error |", "|---|---|---|---|---|---|---|"]
-        by_server: dict[str, list[RowOutcome]] = collections.defaultdict(list)
-        for o in outcomes:
-            by_server[o.server].append(o)
-        for server in [*sorted(by_server), "total"]:
-            group = outcomes if server == "total" else by_server[server]
-            c = totals(group)
-            graded = sum(1 for o in group if o.outcome == "exact" and any(_at_least_risk(code) for code in o.flag_codes))
-            cells = [server, len(group), c["exact"], graded, c["flagged"], c["silent_wrong"], c["refused"] + c["server_error"]]
-            out.append("| " + " | ".join(f"**{v}**" if server == "total" else str(v) for v in cells) + " |")
-        out.append("")
+    sets = [("", "", tuple(range(len(DOC_MODES))))] + [(d, title, modes) for d, title, modes in DOC_OTHER_SETS]
+    for directory, set_title, modes in sets:
+        rows = [r for r in (load_rows(SERVERS_DIR / directory) if directory else load_rows())]
+        for i in modes:
+            title, usage, rebuild = DOC_MODES[i]
+            out += _mode_table(f"{set_title}: {title}" if set_title else title, measure(rows, usage=usage, rebuild=rebuild))
     out.append(DOC_END)
     return "\n".join(out)
+
+
+def _mode_table(title: str, outcomes: Sequence[RowOutcome]) -> list[str]:
+    out = [f"**{title}**", "", "| server | rows | exact | exact, flagged risk or loss | flagged | silent wrong | refused or server error |", "|---|---|---|---|---|---|---|"]
+    by_server: dict[str, list[RowOutcome]] = collections.defaultdict(list)
+    for o in outcomes:
+        by_server[o.server].append(o)
+    for server in [*sorted(by_server), "total"]:
+        group = outcomes if server == "total" else by_server[server]
+        c = totals(group)
+        graded = sum(1 for o in group if o.outcome == "exact" and any(_at_least_risk(code) for code in o.flag_codes))
+        cells = [server, len(group), c["exact"], graded, c["flagged"], c["silent_wrong"], c["refused"] + c["server_error"]]
+        out.append("| " + " | ".join(f"**{v}**" if server == "total" else str(v) for v in cells) + " |")
+    return [*out, ""]
 
 
 def _at_least_risk(code: str) -> bool:
@@ -318,7 +331,7 @@ def _at_least_risk(code: str) -> bool:
 def main(argv: Sequence[str]) -> None:
     rows = load_rows()
     if "--doc" in argv:
-        print(doc_figures(rows))
+        print(doc_figures())
         return
     for use_usage in (False, True):
         out = measure(rows, usage=use_usage)
