@@ -483,7 +483,8 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
         ids = _encode_checked(rendered, tok, "special", prof)
     model = turn.metadata.get("model")
     flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
-    flags.extend(reasoning_flags(turn, prof, thinking, stated, usage if usage is not None else turn.metadata.get("usage")))
+    given = usage if usage is not None else turn.metadata.get("usage")
+    flags.extend(reasoning_flags(turn, prof, thinking, stated, given))
     mismatch = model_mismatch(prof, model)
     if mismatch is not None:
         flags.insert(0, mismatch)
@@ -511,13 +512,16 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
     if not covered and srv.losses:
         # (the turn, profile and server are checked above; a thinking flag that is not a bool gets its error there)
         lost = losses_of_shape(turn, prof, thinking, srv) if thinking is True or thinking is False else server_losses(turn, prof, thinking, srv)
-        if lost:
-            ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
-            flags.extend(kept)
-        if not turn.truncated and reported_counts(usage if usage is not None else turn.metadata.get("usage"))[1] == len(ids) + 1:
-            more = one_id_more_flag(srv, prof.format)
-            if more is not None:
-                flags.append(more)
+        if given is None:  # most turns: no count to weigh, every loss of the shape stands
+            flags.extend(flag for _, flag in lost)
+        else:
+            if lost:
+                ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
+                flags.extend(kept)
+            if not turn.truncated and reported_counts(given)[1] == len(ids) + 1:
+                more = one_id_more_flag(srv, prof.format)
+                if more is not None:
+                    flags.append(more)
         if turn.tool_calls:
             flags.extend(rebuilt_call_id_flags(turn, prof, srv, offset))
     return Reconstruction(ids, text, tuple(flags), source, prof.name, thinking, srv.name)
