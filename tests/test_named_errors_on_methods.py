@@ -65,7 +65,7 @@ CALLS: dict[str, Callable[[], object]] = {
     # found by the fuzz of every public method (tests/test_fuzz_named_errors.py), fresh draws
     "ConventionLearner.learn(5, object())": lambda: ConventionLearner().learn(5, object()),  # type: ignore[arg-type]
     "ConventionLearner.flag('p', TOK)": lambda: ConventionLearner().flag("p", TOK),  # type: ignore[arg-type]
-    "encode(disallowed_special=np.int64)": lambda: TOK.encode("x", disallowed_special=np.int64(5)),
+    "encode(disallowed_special=np.int64)": lambda: TOK.encode("x", disallowed_special=np.int64(5)),  # type: ignore[arg-type]  # (a numpy scalar where a collection goes, on purpose)
     "encode(allowed_special=array)": lambda: TOK.encode("x", allowed_special=np.array(["<|im_end|>", "x"])),  # type: ignore[arg-type]
     "encode(allowed_special={set})": lambda: TOK.encode("<|im_end|>", allowed_special={frozenset(), 1}, disallowed_special="all"),  # type: ignore[arg-type]
     "encode_template_text({1, 2})": lambda: TOK.encode_template_text({1, 2}),  # type: ignore[arg-type]
@@ -110,15 +110,15 @@ def test_the_named_errors_keep_the_types_callers_caught() -> None:
         TOK.special_token_text("x")  # type: ignore[arg-type]
     with pytest.raises(RuntimeError):  # OutputNotOpenError: a RuntimeError before it had a name
         OutputFile(Path("never-opened.jsonl")).append({"id": "a", "status": "ok"})
-    assert TOK.special_token_text(np.int64(163586)) == "<|im_end|>"  # a numpy id, as a column gives it
+    assert TOK.special_token_text(np.int64(163586)) == "<|im_end|>"  # type: ignore[arg-type]  # (a numpy id, as a column gives it: accepted at run time)
     assert parse_options(read=[np.array([1, 2]), "profile"], profile="kimi-k3").profile.name == "kimi-k3"  # type: ignore[list-item]
     assert TOK.encode("x", disallowed_special=np.array([1, 2])) == TOK.encode("x")  # was a bare ValueError
     assert TOK.encode("<|im_end|>", allowed_special=np.array([])) == TOK.encode("<|im_end|>", allowed_special=set())  # type: ignore[arg-type]
 
 
 def test_lookups_take_numpy_integers_and_bytes_like_values_and_membership_never_raises() -> None:
-    assert SPECIAL_TOKENS.get(np.int64(163586)) is not None  # a numpy id, as a column gives it
-    assert SPECIAL_TOKENS[np.int64(163586)] == "<|im_end|>"
+    assert SPECIAL_TOKENS.get(np.int64(163586)) is not None  # type: ignore[arg-type]  # (a numpy id, as a column gives it: accepted at run time)
+    assert SPECIAL_TOKENS[np.int64(163586)] == "<|im_end|>"  # type: ignore[call-overload]  # (a numpy id: accepted at run time)
     assert TOK.is_special(np.int64(163586)) and TOK.encode_bytes(bytearray(b"hi")) == TOK.encode_bytes(b"hi")  # type: ignore[arg-type]
     assert [1] not in SPECIAL_TOKENS and "<|im_end|>" in SPECIAL_TOKENS
 
