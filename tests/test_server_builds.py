@@ -200,7 +200,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from servers_measure import kimi_recon_rebuild, load_swapped_rows, measure, named_server_rebuild  # noqa: E402
 
 SERVERS_DIR = REPO / "tests" / "data" / "servers"
-#: silent wrong rows (usage checked) over every swapped build (42 sets, 23,830 rows with the measured builds' random
+#: silent wrong rows (usage checked) over every swapped build (47 sets, 26,718 rows with the measured builds' random
 #: rows) and the random rows of the measured ones, per way the
 #: server is given. Before k3_calls_renumbered applied to a single call: 17 named, 17 family (a K3 call index the
 #: model restarted at 0 or wrote as 60 came back as 1, one call, no flag), and 34 unknown: vLLM's skipped special
