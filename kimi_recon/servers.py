@@ -215,7 +215,7 @@ def one_id_more_flag(server: ServerProfile, chat_format: str) -> Flag | None:
     more than the rebuilt ids of a finished turn: ``server_may_have_lost`` naming the one-id losses an unknown
     server is not otherwise put to, which a count read as "an [EOS] counted after the stop token" hides (a special
     token the detokenizer emptied, the whitespace ending the reasoning after a letter); None for any other server."""
-    if not (server is UNKNOWN or (server.losses is UNKNOWN.losses and server is _unknown_named(server.name))):
+    if not _reveals_more(server):
         return None
     specials = "specials_emptied" if chat_format == "k2" else "k3_specials_emptied"
     return Flag(
@@ -701,10 +701,7 @@ def server_of(record: Mapping[str, Any] | None, response: object, server: str | 
             raise InvalidInputError(f"must be a server name, got {type(named).__name__}", field="server")
         server = named
     prof = get_server(server)
-    if not _reveals_more(prof):
-        return prof
-    found = detect_server(response)
-    return prof if found is None else _behind(prof, found)
+    return named_or_detected(prof, detect_server(response)) if _reveals_more(prof) else prof
 
 
 def named_or_detected(server: str | ServerProfile | None, detected: str | None) -> ServerProfile:
