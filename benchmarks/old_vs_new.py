@@ -9,7 +9,9 @@ The old tree is ``git archive REV kimi_recon`` unpacked under another package na
 itself relatively), so both run on the same interpreter, the same corpus and the same tokenizer data, their
 blocks timed back to back in every round (:func:`benchmarks.timing.paired_blocks`, process CPU time). Each run
 prints medians with quartiles; ``--runs`` repeats the whole measurement and prints each figure's median and range
-over the runs. Goals (issue 37): new >= 0.80x / 0.97x raw (K2.5 dict / parsed) and >= 0.42x / 0.52x (K3).
+over the runs. Goals (issue 37): new >= 0.80x / 0.97x raw (K2.5 dict / parsed) and >= 0.42x / 0.52x (K3), and new at
+the old tree's speed. A third side, the new parsed turn with ``server="none"`` (no parser loss to consider), measures
+in the same blocks what weighing an unknown server's losses costs a turn with no server and no usage.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def _sides(pkg: str, profile: str, msgs: Sequence[Any]) -> tuple[dict[str, Calla
         {
             "dict": lambda lo, hi: [reconstruct(m, tok, prof) for m in msgs[lo:hi]],
             "parsed": lambda lo, hi: [reconstruct(t, tok, prof) for t in turns[lo:hi]],
+            "no server": lambda lo, hi: [reconstruct(t, tok, prof, server="none") for t in turns[lo:hi]],
         },
         texts,
         (tok.encoding, ids),
@@ -86,10 +89,14 @@ def measure(old_pkg: str, turns: int, rounds: int, seed: int) -> dict[tuple[str,
         for shape in ("dict", "parsed"):
             sides[f"new {shape}"] = new[shape]
             sides[f"old {shape}"] = old[shape]
+        sides["new no server"] = new["no server"]
         figures = paired_blocks(sides, "raw", turns, max(1, turns // 20), rounds, seed)
         for shape in ("dict", "parsed"):
             for tree in ("old", "new"):
                 out[(profile, shape, tree)] = figures[f"{tree} {shape}"].ratio
+        out[(profile, "parsed", "new no server")] = figures["new no server"].ratio
+        # the unknown server's checks: a turn's time with them over its time without, µs, in the same blocks
+        out[(profile, "parsed", "checks us")] = figures["new parsed"].us_per_item - figures["new no server"].us_per_item
     return out
 
 
@@ -116,6 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         new_med = statistics.median(r[(profile, shape, "new")] for r in runs)
         verdict = "meets" if new_med >= goal else "misses"
         print(f"  {profile:10s} {shape:6s}  {'   '.join(cells)}   goal {goal:.2f}x: {verdict}")
+    for profile in ("kimi-k2.5", "kimi-k3"):
+        bare = [r[(profile, "parsed", "new no server")] for r in runs]
+        cost = [r[(profile, "parsed", "checks us")] for r in runs]
+        print(
+            f"  {profile:10s} parsed, server='none' (no loss weighed): {statistics.median(bare):.3f}x [{min(bare):.3f} - {max(bare):.3f}];"
+            f" an unknown server's checks cost {statistics.median(cost):+.2f} us a turn [{min(cost):+.2f} - {max(cost):+.2f}]"
+        )
     return 0
 
 

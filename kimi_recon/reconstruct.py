@@ -25,9 +25,10 @@ from .models import AssistantTurn
 from .profiles import ChatProfile, get_profile, profile_or_model
 from .render import RenderedTurn, render_turn_with_flags
 from .responses import as_turn
-from .segments import encode_rendered_together, encode_segments, marker_ids, surrogate_flags
+from .segments import encode_rendered_together, encode_segments, encode_with_style, marker_ids, surrogate_flags
 from .servers import (
     IDS_FIELDS_AS_GENERATED,
+    UNKNOWN,
     ServerProfile,
     get_server,
     losses_of_shape,
@@ -116,7 +117,8 @@ def encode_rendered(
 def _encode_checked(rendered: RenderedTurn, tokenizer: KimiTokenizer, special_text: SpecialTextMode, prof: ChatProfile) -> list[int]:
     """:func:`encode_rendered` of arguments already checked."""
     if special_text == "special" or prof.fields_always_ordinary:
-        return encode_segments(rendered.segments, tokenizer, prof, fields_plain=rendered.fields_plain, text=rendered.text)
+        # (encode_segments less its argument checks: every caller's were made)
+        return encode_with_style(rendered.segments, tokenizer, marker_ids(prof), prof.encoding, fields_plain=rendered.fields_plain, text=rendered.text)
     ids: list[int] = []
     pending = ""  # consecutive field text is one BPE span
     for seg in rendered.segments:
@@ -181,6 +183,8 @@ def reconstruct_output_ids(
     ``tool_call_index_assumed`` (risk): with earlier calls in the conversation the index is wrong.
     """
     read, recon = _output_ids(turn, tokenizer, profile, thinking, call_index_offset, special_text, use_logprobs, stop, server, usage)
+    if usage is None and "usage" not in read.metadata:  # most turns: no figure to check the ids against
+        return recon
     return _usage_checked(read, recon, usage)
 
 
@@ -201,7 +205,8 @@ def _output_ids(
     if usage is not None and not isinstance(usage, Mapping):
         raise InvalidInputTypeError(f"must be a usage object (a mapping) or None, got {type(usage).__name__}", field="usage")
     pending = _rendered_for_ids(turn, tokenizer, profile, thinking, call_index_offset=call_index_offset, stop=stop, server=server)
-    choice_argument(special_text, "special_text", ("special", "ordinary"))
+    if special_text != "special":
+        choice_argument(special_text, "special_text", ("special", "ordinary"))
     ids = _encode_checked(pending.rendered, pending.tokenizer, special_text, pending.profile)  # (all checked above)
     return pending.turn, _finished(pending, ids, use_logprobs=use_logprobs, usage=usage)
 
@@ -220,8 +225,8 @@ def _usage_counts(
     the one verdict every door gives on the same turn (:func:`reconstruct_output_ids`, :func:`reconstruct_many`,
     the training sample, the record functions), ``prompt_len`` the prompt's figure where the door knows it.
     The counting convention is the reconstruction's server's when pinned (:mod:`kimi_recon.servers`)."""
-    source = usage if isinstance(usage, Mapping) else turn.metadata.get("usage")
-    if not isinstance(source, Mapping):
+    source = usage if usage is not None and isinstance(usage, Mapping) else turn.metadata.get("usage")
+    if source is None or not isinstance(source, Mapping):  # (None first: most turns, and Mapping's check is not cheap)
         return None
     return check_with_profile(
         source,
@@ -326,22 +331,25 @@ def _rendered_for_ids(
 ) -> _PendingTurn:
     """The first half of :func:`reconstruct_output_ids` (its arguments, checked): the turn read and rendered.
     The ids of the rendered turn then come one turn at a time or a batch at a time (:func:`_encode_pending`)."""
-    turn = as_turn(turn)
+    if type(turn) is not AssistantTurn:
+        turn = as_turn(turn)
     stated = thinking is not None
     thinking = True if thinking is None else thinking
-    prof = profile_or_model(profile, turn.metadata.get("model"))
+    meta = turn.metadata
+    prof = profile if type(profile) is ChatProfile else profile_or_model(profile, meta.get("model"))
     tok = tokenizer_for_profile(tokenizer, prof)
-    srv = named_or_detected(server, turn.metadata.get("server_detected"))
+    detected = meta.get("server_detected")
+    srv = UNKNOWN if server is None and detected is None else named_or_detected(server, detected)
     stop_flag = None
-    if stop is None and "matched_stop" in turn.metadata:
-        stop, stop_flag = _stop_the_server_saw(turn.metadata["matched_stop"], prof)
+    if stop is None and "matched_stop" in meta:
+        stop, stop_flag = _stop_the_server_saw(meta["matched_stop"], prof)
     rendered = render_turn_with_flags(turn, prof, thinking, call_index_offset=0 if call_index_offset is None else call_index_offset, stop=stop)
     if call_index_offset is None and turn.tool_calls:
         rendered = _index_not_said(rendered)
     if stop_flag is not None:
         rendered = dataclasses.replace(rendered, flags=(*rendered.flags, stop_flag))
     if profile is None:
-        rendered = _with_assumed_profile(rendered, turn.metadata.get("model"))
+        rendered = _with_assumed_profile(rendered, meta.get("model"))
     return _PendingTurn(turn, rendered, tok, prof, thinking, srv, stated, call_index_offset, stop)
 
 
@@ -478,20 +486,24 @@ def _encoded_together(pending: Sequence[_PendingTurn], per_segment_together: boo
 def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: bool = True, usage: Mapping[str, Any] | None = None) -> Reconstruction:
     """The second half of :func:`reconstruct_output_ids`: the reconstruction of a pending turn whose rendered
     text encodes to ``ids`` (the caller's: they may be replaced, never copied; None: encoded here, ``special_text="special"``)."""
-    turn, rendered, tok, prof, thinking, srv, stated, offset = pending[:8]
+    turn, rendered, tok, prof, thinking, srv, stated, offset, _stop = pending
     if ids is None:
         ids = _encode_checked(rendered, tok, "special", prof)
-    model = turn.metadata.get("model")
-    flags = list(rendered.flags) + surrogate_flags(rendered.segments, rendered.text)  # after: the text's UTF-8 is cached
-    given = usage if usage is not None else turn.metadata.get("usage")
-    flags.extend(reasoning_flags(turn, prof, thinking, stated, given))
-    mismatch = model_mismatch(prof, model)
-    if mismatch is not None:
-        flags.insert(0, mismatch)
+    meta = turn.metadata
     text = rendered.text
+    flags = list(rendered.flags)
+    if not text.isascii():  # (ASCII text holds no surrogate: most turns skip the call)
+        flags += surrogate_flags(rendered.segments, text)  # after the encode: the text's UTF-8 is cached
+    given = usage if usage is not None else meta.get("usage")
+    flags.extend(reasoning_flags(turn, prof, thinking, stated, given))
+    model = meta.get("model")
+    if model is not None:
+        mismatch = model_mismatch(prof, model)
+        if mismatch is not None:
+            flags.insert(0, mismatch)
     source: Source = "rendered"
     covered = False  # whether the ids came from the server itself, whole
-    if turn.metadata.get("server_token_ids") is not None:
+    if meta.get("server_token_ids") is not None:
         from_server, said = _ids_from_server(pending, ids)
         if from_server is not None:
             # the ids are the server's, checked against the message: what the rendering could not know is moot
@@ -513,7 +525,7 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
         # (the turn, profile and server are checked above; a thinking flag that is not a bool gets its error there)
         lost = losses_of_shape(turn, prof, thinking, srv) if thinking is True or thinking is False else server_losses(turn, prof, thinking, srv)
         if given is None:  # most turns: no count to weigh, every loss of the shape stands
-            flags.extend(flag for _, flag in lost)
+            flags += [flag for _, flag in lost]
         else:
             if lost:
                 ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)

@@ -17,6 +17,7 @@ profile (``ChatProfile.encoding``):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -68,6 +69,9 @@ class RenderedTurn:
     flags: tuple[Flag, ...]
     fields_plain: bool = False
     fields_ordinary: bool = False
+    #: the segments' texts joined: set here, not a cached property, which on Python 3.11 takes a lock on every first
+    #: read (twice the join's time on a short turn, and every rebuilt turn reads it)
+    text: str = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # (the third field was the special texts before they were computed on demand: a set passed there is loud)
@@ -75,10 +79,11 @@ class RenderedTurn:
             raise InvalidInputTypeError(f"must be True or False, got {type(self.fields_plain).__name__}", field="fields_plain")
         if self.fields_ordinary is not True and self.fields_ordinary is not False:
             raise InvalidInputTypeError(f"must be True or False, got {type(self.fields_ordinary).__name__}", field="fields_ordinary")
-
-    @functools.cached_property
-    def text(self) -> str:
-        return "".join(map(_TEXT_OF, self.segments))  # C all the way (a K3 tool-call turn holds ~70 segments)
+        try:
+            text = "".join(map(_TEXT_OF, self.segments))  # C all the way (a K3 tool call holds ~70 segments)
+        except (TypeError, IndexError):  # (not a sequence of segments: no text to read)
+            raise InvalidInputTypeError(f"must be a tuple of Segment, got {type(self.segments).__name__}", field="segments") from None
+        object.__setattr__(self, "text", text)
 
     @functools.cached_property
     def special_texts(self) -> frozenset[str]:
@@ -149,10 +154,22 @@ _Plan = list[int | list[int]]
 
 
 def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int]) -> list[int]:
-    texts: list[str] = []
-    plan = _plan_per_segment(segments, tokenizer, ids_of_markers, texts)
+    """The ``per_segment`` ids of one turn, in one pass: :func:`_plan_per_segment`'s plan, whose list of texts
+    lets turns share a call into tiktoken (:func:`encode_rendered_together`), costs one turn alone 3-4% (a K3
+    tool call is dozens of pieces: each goes into the plan, then out of it)."""
+    ids: list[int] = []
+    ordinary = tokenizer.encode_ordinary_piece
     short = tokenizer.encoding.encode_ordinary  # a text no official chunk cut can fall in: one call less
-    return _assembled(plan, [short(t) if len(t) <= MAX_RUN_CHARS else tokenizer.encode_ordinary_piece(t) for t in texts])
+    template = tokenizer.encode_template_text
+    cached = tokenizer.template_text_ids.get  # (as in the plan)
+    for text, field, special in segments:
+        if special:
+            ids.append(ids_of_markers[text])
+        elif field is None:
+            ids += cached(text) or template(text)
+        elif text:
+            ids = _followed_by(ids, short(text) if len(text) <= MAX_RUN_CHARS else ordinary(text))
+    return ids
 
 
 def _plan_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int], texts: list[str]) -> _Plan:
@@ -232,14 +249,6 @@ def _followed_by(ids: list[int], more: list[int]) -> list[int]:
     return ids
 
 
-def _joined(parts: list[list[int]]) -> list[int]:
-    """The ids of ``parts`` (lists the caller owns) in order (see :func:`_followed_by`)."""
-    ids = parts[0]
-    for part in parts[1:]:
-        ids = _followed_by(ids, part)
-    return ids
-
-
 def _encode_once(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, fields_plain: bool, text: str | None) -> list[int]:
     """``tokenizer.encode(text)``: the text between markers with ``encode_ordinary`` and the markers' ids
     when that is provably the same (see :func:`_encode_between_markers`), else one encode allowing only
@@ -272,7 +281,7 @@ def _encode_between_markers(
     as none holds ``<`` or ``[`` after its first character. No allowed set to convert and no scan of the
     text for special tokens, against a few more calls into tiktoken: the same time as one encode.
     """
-    parts: list[list[int]] = []
+    ids: list[int] = []
     piece: str | None = None  # the text since the last marker (adjacent texts are one BPE span)
     for text, _field, special in segments:
         if special:
@@ -280,9 +289,9 @@ def _encode_between_markers(
             if tid is None:
                 return None
             if piece:
-                parts.append(encode_ordinary(piece))
+                ids = _followed_by(ids, encode_ordinary(piece))
             piece = None
-            parts.append([tid])
+            ids.append(tid)
         elif piece is None:
             piece = text
         else:  # texts next to each other (no renderer writes them): one span, and it must hold no special text
@@ -290,8 +299,8 @@ def _encode_between_markers(
             if special_texts_in(piece):
                 return None
     if piece:
-        parts.append(encode_ordinary(piece))
-    return _joined(parts) if parts else []
+        ids = _followed_by(ids, encode_ordinary(piece))
+    return ids
 
 
 def surrogate_flag(text: str, field: str | None) -> Flag | None:

@@ -105,22 +105,25 @@ def _reasoning_into_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool
 
 
 def _empty_object_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
-    return tuple(f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if _blank_object(call.arguments_text))
+    return tuple([f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if _blank_object(call.arguments_text)])
+
+
+#: Spaces, or spaces around one ``{}`` with spaces inside: read in C, and over at the first other character (the
+#: second of ``{"path": …}``), where counting the spaces of a long argument text visits all of it.
+_BLANK_OBJECT = re.compile(r" *(?:\{ *\} *)?")
 
 
 def _blank_object(text: str) -> bool:
-    """``text.replace(" ", "") in ("{}", "")``, without copying arguments that hold more than two other characters."""
-    others = len(text) - text.count(" ")
-    return others == 0 or (others == 2 and text.replace(" ", "") == "{}")
+    """``text.replace(" ", "") in ("{}", "")``, without copying the text."""
+    return _BLANK_OBJECT.fullmatch(text) is not None
 
 
 _DIGIT = re.compile(r"\d")
 
 
 def _number_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
-    return tuple(
-        f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if _DIGIT.search(call.arguments_text)
-    )
+    search = _DIGIT.search
+    return tuple([f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if search(call.arguments_text)])
 
 
 def _any_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
@@ -584,12 +587,14 @@ def server_losses(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server
 
 def losses_of_shape(turn: AssistantTurn, prof: ChatProfile, thinking: bool, server: ServerProfile) -> tuple[tuple[str, Flag], ...]:
     """:func:`server_losses` of arguments already checked (the rebuild's hot path: its own options were)."""
-    flags: list[tuple[str, Flag]] = []
-    for name, applies in _losses_of_format(server.losses, prof.format, bool(turn.tool_calls)):
-        fields = applies(turn, prof, thinking)
-        if fields:
-            flags.append((name, _loss_flag(server.name, name, tuple(fields))))
-    return tuple(flags)
+    plan = _shape_plan(server.losses, server.name, prof.format, prof.thinking_style, thinking, bool(turn.tool_calls))
+    out: list[tuple[str, Flag]] = []
+    for name, applies, answered in plan:
+        if answered is not None:
+            out.append((name, answered))
+        elif fields := applies(turn, prof, thinking):
+            out.append((name, _loss_flag(server.name, name, tuple(fields))))
+    return tuple(out)
 
 
 #: The shape tests that find nothing on a turn without tool calls (each starts from them): a plain answer,
@@ -597,6 +602,21 @@ def losses_of_shape(turn: AssistantTurn, prof: ChatProfile, thinking: bool, serv
 _NEEDS_CALLS: Final[frozenset[ShapeTest]] = frozenset(
     {_calls, _no_content_before_calls, _reasoning_into_calls, _empty_object_arguments, _number_arguments}
 )
+#: The shape tests that find nothing unless thinking is on and the profile's thinking style is one of these (each
+#: starts from it): a turn rebuilt otherwise is not put to them (``tests/test_servers.py`` checks it).
+_NEEDS_THINKING: Final[Mapping[ShapeTest, frozenset[str]]] = {
+    _reasoning_into_calls: frozenset({"prompt_opens"}),
+    _blank_reasoning: frozenset({"prompt_opens"}),
+    _reasoning_alone: frozenset({"prompt_opens"}),
+    _reasoning_opens_with_space: frozenset({"model_opens"}),
+    _reasoning_end_may_merge: frozenset({"prompt_opens", "model_opens", "none"}),
+}
+#: The shape tests whose answer is the same on every turn with tool calls, and on every turn without: ``(fields with
+#: calls, fields without)``, answered once per server, not turn by turn (``tests/test_servers.py`` checks it).
+_ANSWERED_BY_CALLS: Final[Mapping[ShapeTest, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    _calls: (("tool_calls",), ()),
+    _every: (("content",), ("content",)),
+}
 
 
 #: Losses of the call ids, not of the text: a server-issued id is rewritten in the model's format
@@ -605,15 +625,29 @@ _NEEDS_CALLS: Final[frozenset[ShapeTest]] = frozenset(
 CALL_ID_LOSSES: Final[frozenset[str]] = frozenset({"ids_rebuilt", "ids_renumbered"})
 
 
-@functools.lru_cache(maxsize=64)
-def _losses_of_format(losses: frozenset[str], chat_format: str, with_calls: bool) -> tuple[tuple[str, ShapeTest], ...]:
-    """(name, shape test) of each loss of a server that a turn of ``chat_format`` can show, in name order (on a
-    turn without tool calls, ``with_calls`` False, only those whose test can find something there)."""
-    return tuple(
-        (name, LOSSES[name].applies)
-        for name in sorted(losses)
-        if LOSSES[name].format == chat_format and name not in CALL_ID_LOSSES and (with_calls or LOSSES[name].applies not in _NEEDS_CALLS)
-    )
+@functools.lru_cache(maxsize=256)
+def _shape_plan(
+    losses: frozenset[str], server: str, chat_format: str, thinking_style: str, thinking: bool, with_calls: bool
+) -> tuple[tuple[str, ShapeTest, Flag | None], ...]:
+    """(name, shape test, its flag when the plan's key answers it, else None) of each loss of a server that a turn of
+    ``chat_format`` rebuilt with these thinking options, with tool calls or not, can show, in name order: the tests
+    that cannot find anything on such a turn are left out, and those whose answer is the same on all of them are
+    answered here (:data:`_NEEDS_CALLS`, :data:`_NEEDS_THINKING`, :data:`_ANSWERED_BY_CALLS`)."""
+    plan: list[tuple[str, ShapeTest, Flag | None]] = []
+    for name in sorted(losses):
+        loss = LOSSES[name]
+        applies = loss.applies
+        if loss.format != chat_format or name in CALL_ID_LOSSES or (not with_calls and applies in _NEEDS_CALLS):
+            continue
+        if applies in _NEEDS_THINKING and not (thinking and thinking_style in _NEEDS_THINKING[applies]):
+            continue
+        if applies in _ANSWERED_BY_CALLS:
+            fields = _ANSWERED_BY_CALLS[applies][0 if with_calls else 1]
+            if fields:
+                plan.append((name, applies, _loss_flag(server, name, fields)))
+            continue
+        plan.append((name, applies, None))
+    return tuple(plan)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -652,7 +686,8 @@ def rebuilt_call_id_flags(turn: AssistantTurn, prof: ChatProfile, server: Server
         return ()
     offset = call_index_offset or 0
     # ids the rebuild (or the OpenRouter adapter) wrote in place of a server's call_… are flagged as such already
-    replaced = {e.get("index") for e in turn.metadata.get("replaced_tool_call_ids", ()) if isinstance(e, Mapping)}
+    said = turn.metadata.get("replaced_tool_call_ids")
+    replaced = {e.get("index") for e in said if isinstance(e, Mapping)} if said else ()
     agreeing: list[str] = []
     out: list[Flag] = []
     for i, call in enumerate(turn.tool_calls):
@@ -677,18 +712,22 @@ def rebuilt_call_id_flags(turn: AssistantTurn, prof: ChatProfile, server: Server
             )
         )
     if agreeing:
-        out.insert(
-            0,
-            Flag(
-                FlagCode.SERVER_REBUILT_TOOL_CALL_ID,
-                f"server {server.name} may write its own call ids ({', '.join(repr(a) for a in agreeing)} may be its count, "
-                "not what the model wrote); they follow the model's numbering (calls before this turn plus position), which "
-                "the model leaves rarely",
-                "tool_calls",
-                seen=MODEL_NUMBERING_SEEN_TEXT,
-            ),
-        )
+        out.insert(0, _rebuilt_id_flag(server.name, tuple(agreeing)))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _rebuilt_id_flag(server: str, agreeing: tuple[str, ...]) -> Flag:
+    """The ``server_rebuilt_tool_call_id`` flag of ids that follow the model's numbering (a Flag is frozen: the turns
+    that call the same tools at the same indexes, many in a run, share it)."""
+    return Flag(
+        FlagCode.SERVER_REBUILT_TOOL_CALL_ID,
+        f"server {server} may write its own call ids ({', '.join(repr(a) for a in agreeing)} may be its count, "
+        "not what the model wrote); they follow the model's numbering (calls before this turn plus position), which "
+        "the model leaves rarely",
+        "tool_calls",
+        seen=MODEL_NUMBERING_SEEN_TEXT,
+    )
 
 
 def server_of(record: Mapping[str, Any] | None, response: object, server: str | ServerProfile | None) -> ServerProfile:

@@ -897,6 +897,9 @@ def checked_tokenizer(tokenizer: object, field: str = "tokenizer") -> KimiTokeni
 def tokenizer_for_profile(tokenizer: KimiTokenizer | None, profile: str | ChatProfile) -> KimiTokenizer:
     """``tokenizer``, or the bundled one of ``profile`` when it is None or the bundled tokenizer of
     another table (so a default K2.5 tokenizer passed along a K3 pipeline decodes K3's names)."""
+    if type(tokenizer) is KimiTokenizer and type(profile) is ChatProfile:  # the rebuild's call, on every turn
+        table = profile.special_tokens
+        return tokenizer if _BUNDLED_TABLES.get(tokenizer.source, table) == table else _bundled(table)
     checked_tokenizer(tokenizer)
     if tokenizer is not None and tokenizer.source not in _BUNDLED_TABLES:
         return tokenizer

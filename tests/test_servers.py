@@ -18,7 +18,7 @@ from kimi_recon import KimiTokenizer, audit_record, reconstruct_output_ids, serv
 from kimi_recon.errors import InvalidInputError
 from kimi_recon.flags import FlagCode, Severity
 from kimi_recon.models import AssistantTurn, ToolCall
-from kimi_recon.profiles import get_profile
+from kimi_recon.profiles import PROFILES, get_profile
 from kimi_recon.responses import turn_from_response
 from kimi_recon.servers import KNOWN_SERVERS, LOSSES, NO_SERVER, SERVERS, UNKNOWN, ServerProfile, detect_server, get_server
 
@@ -368,7 +368,23 @@ def test_the_shape_tests_a_turn_without_tool_calls_skips_find_nothing_on_it(turn
         assert not applies(turn, get_profile(profile), thinking)
 
 
-@given(_TURNS, st.sampled_from(["kimi-k2.5", "kimi-k2-instruct", "kimi-k3"]), st.booleans(), st.sampled_from(_SERVERS))
+@given(_TURNS, st.sampled_from(sorted(PROFILES)), st.booleans())
+def test_the_shape_tests_a_thinking_mode_skips_find_nothing_under_it(turn: AssistantTurn, profile: str, thinking: bool) -> None:
+    prof = get_profile(profile)
+    assert servers._NEEDS_THINKING  # (the shortcut is there to check)
+    for applies, styles in servers._NEEDS_THINKING.items():
+        if not (thinking and prof.thinking_style in styles):
+            assert not applies(turn, prof, thinking), applies.__name__
+
+
+@given(_TURNS, st.sampled_from(sorted(PROFILES)), st.booleans())
+def test_the_shape_tests_answered_once_per_server_answer_so_on_every_turn(turn: AssistantTurn, profile: str, thinking: bool) -> None:
+    assert servers._ANSWERED_BY_CALLS
+    for applies, (with_calls, without) in servers._ANSWERED_BY_CALLS.items():
+        assert tuple(applies(turn, get_profile(profile), thinking)) == (with_calls if turn.tool_calls else without), applies.__name__
+
+
+@given(_TURNS, st.sampled_from(sorted(PROFILES)), st.booleans(), st.sampled_from(_SERVERS))
 def test_losses_of_shape_are_every_loss_of_the_servers_format_whose_test_finds_fields(
     turn: AssistantTurn, profile: str, thinking: bool, server: ServerProfile
 ) -> None:
