@@ -26,7 +26,7 @@ from ._base.arguments import bool_argument, instance_argument
 from ._tool_call_ids import MODEL_NUMBERING_SEEN_TEXT, MODEL_TOOL_CALL_ID
 from .errors import InvalidInputError, InvalidInputTypeError, preview
 from .flags import Flag, FlagCode
-from .models import AssistantTurn
+from .models import AssistantTurn, ToolCall
 
 if TYPE_CHECKING:
     from .profiles import ChatProfile
@@ -105,7 +105,19 @@ def _reasoning_into_calls(turn: AssistantTurn, prof: ChatProfile, thinking: bool
 
 
 def _empty_object_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
-    return tuple([f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if _blank_object(call.arguments_text)])
+    blank = _BLANK_OBJECT.fullmatch
+    return _arguments_fields([i for i, call in enumerate(turn.tool_calls) if blank(_arguments_text(call))])
+
+
+def _arguments_text(call: ToolCall) -> str:
+    """``call.arguments_text`` without a property's call for string arguments (what a response holds)."""
+    arguments = call.arguments
+    return arguments if type(arguments) is str else call.arguments_text
+
+
+def _arguments_fields(found: list[int]) -> tuple[str, ...]:
+    """The ``tool_calls[i].function.arguments`` field of each call index found (most turns: none)."""
+    return tuple([f"tool_calls[{i}].function.arguments" for i in found]) if found else ()
 
 
 #: Spaces, or spaces around one ``{}`` with spaces inside: read in C, and over at the first other character (the
@@ -123,7 +135,7 @@ _DIGIT = re.compile(r"\d")
 
 def _number_arguments(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
     search = _DIGIT.search
-    return tuple([f"tool_calls[{i}].function.arguments" for i, call in enumerate(turn.tool_calls) if search(call.arguments_text)])
+    return _arguments_fields([i for i, call in enumerate(turn.tool_calls) if search(_arguments_text(call))])
 
 
 def _any_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool) -> Sequence[str]:
@@ -686,16 +698,22 @@ def rebuilt_call_id_flags(turn: AssistantTurn, prof: ChatProfile, server: Server
         return ()
     offset = call_index_offset or 0
     # ids the rebuild (or the OpenRouter adapter) wrote in place of a server's call_… are flagged as such already
-    said = turn.metadata.get("replaced_tool_call_ids")
-    replaced = {e.get("index") for e in said if isinstance(e, Mapping)} if said else ()
+    rewritten = turn.metadata.get("replaced_tool_call_ids")
+    replaced = {e.get("index") for e in rewritten if isinstance(e, Mapping)} if rewritten else ()
     agreeing: list[str] = []
     out: list[Flag] = []
     for i, call in enumerate(turn.tool_calls):
-        found = MODEL_TOOL_CALL_ID.fullmatch(call.id) if call.id is not None and i not in replaced else None
+        call_id = call.id
+        if call_id is None or i in replaced:
+            continue
+        if call_id == f"functions.{call.name}:{offset + i}":  # (most: the model's own id, as its numbering gives it)
+            agreeing.append(call_id)
+            continue
+        found = MODEL_TOOL_CALL_ID.fullmatch(call_id)
         if found is None:
             continue
         if int(found.group("index")) == offset + i:
-            agreeing.append(call.id or "")
+            agreeing.append(call_id)
             continue
         said = (
             f"{offset} calls before this turn"

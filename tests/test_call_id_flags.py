@@ -16,12 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from servers_measure import load_rows, named_server_rebuild
 
 from kimi_recon import KimiTokenizer, reconstruct_many, reconstruct_output_ids
 from kimi_recon._tool_call_ids import MODEL_NUMBERING_SEEN
 from kimi_recon.dataset import reconstruct_record
 from kimi_recon.flags import FlagCode, Severity
+from kimi_recon.models import AssistantTurn, ToolCall
+from kimi_recon.profiles import get_profile
+from kimi_recon.servers import get_server, rebuilt_call_id_flags
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "official-k2.5-dev"
 
@@ -124,3 +129,38 @@ def test_every_sglang_k2_tool_call_row_names_its_rebuilt_call_ids() -> None:
     for row in rows:
         _, codes = named_server_rebuild(row, True)
         assert "server_rebuilt_tool_call_id" in codes or "tool_call_index_disagrees" in codes, row["case_id"]
+
+
+# -- the server-written ids, read against the model's numbering, whatever their spelling --------------------------
+
+_NAMES = st.sampled_from(["search", "get.weather", "a:b"])
+_IDS = st.one_of(
+    st.none(),
+    st.just("call_1"),
+    st.builds(lambda name, index: f"functions.{name}:{index}", _NAMES, st.sampled_from(["0", "1", "2", "3", "01", "\u0661", "x"])),
+)
+
+
+@given(st.lists(st.tuples(_IDS, _NAMES), min_size=1, max_size=4), st.none() | st.integers(0, 2), st.sets(st.integers(0, 3)))
+def test_a_server_written_id_agrees_when_its_index_is_the_models_numbering(
+    calls: list[tuple[str | None, str]], offset: int | None, replaced: set[int]
+) -> None:
+    turn = AssistantTurn(
+        tool_calls=tuple(ToolCall(call_id, name, "{}") for call_id, name in calls),
+        metadata={"replaced_tool_call_ids": [{"index": i} for i in sorted(replaced)]},
+    )
+    agreeing: list[tuple[int, str]] = []
+    disagreeing: list[tuple[int, str]] = []
+    for i, (call_id, _name) in enumerate(calls):  # the spec: the index the id spells (any digits), the name aside
+        if call_id is None or i in replaced:
+            continue
+        found = re.fullmatch(r"functions\.(.+):(\d+)", call_id)
+        if found is not None:
+            (agreeing if int(found.group(2)) == (offset or 0) + i else disagreeing).append((i, call_id))
+    flags = rebuilt_call_id_flags(turn, get_profile("kimi-k2.5"), get_server("sglang"), offset)
+    assert [f.field for f in flags if f.code is FlagCode.TOOL_CALL_INDEX_DISAGREES] == [f"tool_calls[{i}].id" for i, _ in disagreeing]
+    rebuilt = [f for f in flags if f.code is FlagCode.SERVER_REBUILT_TOOL_CALL_ID]
+    assert len(rebuilt) == (1 if agreeing else 0)
+    if agreeing:
+        assert rebuilt[0].message.count("functions.") == len(agreeing)
+        assert all(repr(call_id) in rebuilt[0].message for _, call_id in agreeing)
