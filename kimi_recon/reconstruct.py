@@ -495,7 +495,8 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
     if not text.isascii():  # (ASCII text holds no surrogate: most turns skip the call)
         flags += surrogate_flags(rendered.segments, text)  # after the encode: the text's UTF-8 is cached
     given = usage if usage is not None else meta.get("usage")
-    flags.extend(reasoning_flags(turn, prof, thinking, stated, given))
+    if not turn.reasoning or "unread_reasoning_keys" in meta or "reasoning_sources_disagree" in meta:  # (else none: the most turns)
+        flags += reasoning_flags(turn, prof, thinking, stated, given)
     model = meta.get("model")
     if model is not None:
         mismatch = model_mismatch(prof, model)
