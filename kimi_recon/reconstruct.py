@@ -350,7 +350,7 @@ def _rendered_for_ids(
         rendered = dataclasses.replace(rendered, flags=(*rendered.flags, stop_flag))
     if profile is None:
         rendered = _with_assumed_profile(rendered, meta.get("model"))
-    return _PendingTurn(turn, rendered, tok, prof, thinking, srv, stated, call_index_offset, stop)
+    return tuple.__new__(_PendingTurn, (turn, rendered, tok, prof, thinking, srv, stated, call_index_offset, stop))  # (less __new__'s frame)
 
 
 def _index_not_said(rendered: RenderedTurn) -> RenderedTurn:
@@ -537,7 +537,16 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
                     flags.append(more)
         if turn.tool_calls:
             flags.extend(rebuilt_call_id_flags(turn, prof, srv, offset))
-    return Reconstruction(ids, text, tuple(flags), source, prof.name, thinking, srv.name)
+    return _built(ids, text, tuple(flags), source, prof.name, thinking, srv.name)
+
+
+def _built(ids: list[int], text: str, flags: tuple[Flag, ...], source: Source, profile: str, thinking: bool, server: str) -> Reconstruction:
+    """``Reconstruction(ids, text, flags, source, profile, thinking, server)`` without a frozen dataclass's
+    ``__init__``, which sets each field through ``object.__setattr__``: half the time, on every rebuilt turn. The
+    class has no ``__post_init__`` to skip (``tests/test_hot_path_shortcuts.py`` checks the two are equal)."""
+    recon = object.__new__(Reconstruction)
+    recon.__dict__.update(ids=ids, text=text, flags=flags, source=source, profile=profile, thinking=thinking, server=server)
+    return recon
 
 
 #: Losses that leave the stop token unknown (the server ends on any end token and does not say which).

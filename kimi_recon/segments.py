@@ -104,6 +104,17 @@ class RenderedTurn:
         return any(f.code == code for f in self.flags)
 
 
+def rendered_turn(segments: tuple[Segment, ...], flags: tuple[Flag, ...], *, fields_plain: bool = False, fields_ordinary: bool = False) -> RenderedTurn:
+    """``RenderedTurn(segments, flags, fields_plain=…, fields_ordinary=…)`` for a renderer, whose arguments are right
+    by construction: without the frozen dataclass's ``__init__`` (each field through ``object.__setattr__``) and its
+    checks, half the time on every rendered turn (``tests/test_hot_path_shortcuts.py`` checks the two are equal)."""
+    turn = object.__new__(RenderedTurn)
+    turn.__dict__.update(
+        segments=segments, flags=flags, fields_plain=fields_plain, fields_ordinary=fields_ordinary, text="".join(map(_TEXT_OF, segments))
+    )
+    return turn
+
+
 @functools.lru_cache(maxsize=8)
 def _marker_ids(table: str) -> dict[str, int]:
     return registry_named(table).texts()

@@ -7,6 +7,7 @@ the test, on hostile generated input.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -17,16 +18,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from turn_strategies import turns
 
+import kimi_recon.reconstruct as reconstruct_module
 import kimi_recon.tokenizer as tokenizer_module
 from kimi_recon import AssistantTurn, ToolCall, load_tokenizer, reconstruct_output_ids
 from kimi_recon._render import k3
+from kimi_recon.flags import Flag, FlagCode
 from kimi_recon.profiles import get_profile
+from kimi_recon.reconstruct import Reconstruction
 from kimi_recon.render import render_turn_with_flags
 from kimi_recon.segments import (
+    RenderedTurn,
     Segment,
     _encode_between_markers,
     encode_segments,
     marker,
+    rendered_turn,
     surrogate_flag,
     surrogate_flags,
 )
@@ -290,3 +296,25 @@ def test_an_integer_spelled_minus_zero_is_flagged_as_respelled() -> None:
     text = '{"n": -0, "s": "2024-05-01"}'
     flags = k3.argument_flags(ToolCall(None, "f", text), "tool_calls[0]", k3.parse_arguments(text))
     assert [f.code for f in flags] == ["argument_number_respelled"]
+
+
+# -- frozen dataclasses built without their __init__ on the hot path ------------------------------------------------
+
+
+@given(_turns(HOSTILE), st.sampled_from(["kimi-k2.5", "kimi-k3"]), st.booleans(), st.booleans())
+def test_a_rendered_turn_a_renderer_builds_is_the_one_the_dataclass_builds(turn: AssistantTurn, profile: str, plain: bool, ordinary: bool) -> None:
+    rendered = render_turn_with_flags(turn, profile)
+    built = rendered_turn(rendered.segments, rendered.flags, fields_plain=plain, fields_ordinary=ordinary)
+    by_dataclass = RenderedTurn(rendered.segments, rendered.flags, fields_plain=plain, fields_ordinary=ordinary)
+    assert vars(built) == vars(by_dataclass)  # every field, the text included, and nothing more
+    assert built == by_dataclass and hash(built) == hash(by_dataclass)
+    assert [f.name for f in dataclasses.fields(RenderedTurn)] == list(vars(built))  # a field added is a field built
+
+
+@given(st.lists(st.integers(0, 163_839), max_size=5), HOSTILE, st.sampled_from(["rendered", "logprobs", "server_token_ids"]), st.booleans())
+def test_a_reconstruction_the_rebuild_builds_is_the_one_the_dataclass_builds(ids: list[int], text: str, source: Any, thinking: bool) -> None:
+    flags = (Flag(FlagCode.TRUNCATED, "cut", "finish_reason"),)
+    built = reconstruct_module._built(ids, text, flags, source, "kimi-k3", thinking, "vllm==0.33.0")
+    plain = Reconstruction(ids, text, flags, source, "kimi-k3", thinking, "vllm==0.33.0")
+    assert vars(built) == vars(plain) and built == plain
+    assert [f.name for f in dataclasses.fields(Reconstruction)] == list(vars(built))  # a field added is a field built

@@ -9,7 +9,7 @@ from .._tool_call_ids import MODEL_NUMBERING_SEEN_TEXT, MODEL_TOOL_CALL_ID, mode
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn
 from ..profiles import ChatProfile
-from ..segments import RenderedTurn, Segment, marker
+from ..segments import RenderedTurn, Segment, marker, rendered_turn
 from ..special_tokens import SPECIAL_TOKENS, SpecialTokenRegistry, special_texts_in
 
 THINK_BEGIN = "<think>"
@@ -105,7 +105,7 @@ def _render_k2_turn(turn: AssistantTurn, prof: ChatProfile, thinking: bool, *, c
         segments.append(_STOPS.get(stop) or marker(stop))
     if noted:
         flags += noted
-    return RenderedTurn(tuple(segments), tuple(flags), fields_plain=not shaped)
+    return rendered_turn(tuple(segments), tuple(flags), fields_plain=not shaped)
 
 
 _THINK_BEGIN, _THINK_END = marker(THINK_BEGIN), marker(THINK_END)

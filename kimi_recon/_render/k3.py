@@ -26,7 +26,7 @@ from ..errors import InvalidTurnError
 from ..flags import Flag, FlagCode
 from ..models import AssistantTurn, ToolCall
 from ..profiles import ChatProfile
-from ..segments import RenderedTurn, Segment, marker
+from ..segments import RenderedTurn, Segment, marker, rendered_turn
 from ..special_tokens import SPECIAL_TOKENS, registry_named
 
 OPEN = "<|open|>"
@@ -250,7 +250,7 @@ def render_k3_turn(turn: AssistantTurn, profile: ChatProfile, thinking: bool, *,
             flags.append(Flag(FlagCode.TRUNCATED_TOOL_CALLS, "a turn cut off with tool calls: the calls are rendered whole and the tools block left open; where the cut fell is unknown", "tool_calls"))
     if noted:
         flags += noted
-    return RenderedTurn(tuple(segments), tuple(flags), fields_ordinary=True)
+    return rendered_turn(tuple(segments), tuple(flags), fields_ordinary=True)
 
 
 #: The end markers of a finished turn K3 knows, built once (a Segment is immutable, so turns share them).
