@@ -339,7 +339,7 @@ def _rendered_for_ids(
     prof = profile if type(profile) is ChatProfile else profile_or_model(profile, meta.get("model"))
     tok = tokenizer_for_profile(tokenizer, prof)
     detected = meta.get("server_detected")
-    srv = UNKNOWN if server is None and detected is None else named_or_detected(server, detected)
+    srv = UNKNOWN if server is None and detected is None else named_or_detected(server, detected)  # (its answer, unasked)
     stop_flag = None
     if stop is None and "matched_stop" in meta:
         stop, stop_flag = _stop_the_server_saw(meta["matched_stop"], prof)
@@ -495,7 +495,8 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
     if not text.isascii():  # (ASCII text holds no surrogate: most turns skip the call)
         flags += surrogate_flags(rendered.segments, text)  # after the encode: the text's UTF-8 is cached
     given = usage if usage is not None else meta.get("usage")
-    if not turn.reasoning or "unread_reasoning_keys" in meta or "reasoning_sources_disagree" in meta:  # (else none: the most turns)
+    # (a turn with reasoning and no note on it gets no flag there: most turns; tests/test_hot_path_shortcuts.py checks it)
+    if not turn.reasoning or "unread_reasoning_keys" in meta or "reasoning_sources_disagree" in meta:
         flags += reasoning_flags(turn, prof, thinking, stated, given)
     model = meta.get("model")
     if model is not None:

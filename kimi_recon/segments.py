@@ -166,8 +166,8 @@ _Plan = list[int | list[int]]
 
 def _encode_per_segment(segments: tuple[Segment, ...] | list[Segment], tokenizer: KimiTokenizer, ids_of_markers: dict[str, int]) -> list[int]:
     """The ``per_segment`` ids of one turn, in one pass: :func:`_plan_per_segment`'s plan, whose list of texts
-    lets turns share a call into tiktoken (:func:`encode_rendered_together`), costs one turn alone 3-4% (a K3
-    tool call is dozens of pieces: each goes into the plan, then out of it)."""
+    lets turns share a call into tiktoken (:func:`encode_rendered_together`), costs one turn alone about 7% (a K3
+    tool-call turn, timeit: 78.6 against 73.3 µs; its dozens of pieces each go into the plan, then out of it)."""
     ids: list[int] = []
     ordinary = tokenizer.encode_ordinary_piece
     short = tokenizer.encoding.encode_ordinary  # a text no official chunk cut can fall in: one call less

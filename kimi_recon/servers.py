@@ -120,14 +120,10 @@ def _arguments_fields(found: list[int]) -> tuple[str, ...]:
     return tuple([f"tool_calls[{i}].function.arguments" for i in found]) if found else ()
 
 
-#: Spaces, or spaces around one ``{}`` with spaces inside: read in C, and over at the first other character (the
-#: second of ``{"path": …}``), where counting the spaces of a long argument text visits all of it.
+#: Blank arguments, ``text.replace(" ", "") in ("{}", "")``: spaces, or spaces around one ``{}`` with spaces inside,
+#: read in C and over at the first other character (the second of ``{"path": …}``), where counting the spaces of a
+#: long argument text visits all of it.
 _BLANK_OBJECT = re.compile(r" *(?:\{ *\} *)?")
-
-
-def _blank_object(text: str) -> bool:
-    """``text.replace(" ", "") in ("{}", "")``, without copying the text."""
-    return _BLANK_OBJECT.fullmatch(text) is not None
 
 
 _DIGIT = re.compile(r"\d")

@@ -318,3 +318,18 @@ def test_a_reconstruction_the_rebuild_builds_is_the_one_the_dataclass_builds(ids
     plain = Reconstruction(ids, text, flags, source, "kimi-k3", thinking, "vllm==0.33.0")
     assert vars(built) == vars(plain) and built == plain
     assert [f.name for f in dataclasses.fields(Reconstruction)] == list(vars(built))  # a field added is a field built
+
+
+@given(
+    _turns(HOSTILE),
+    st.sampled_from(["kimi-k2.5", "kimi-k2-thinking", "kimi-k2-instruct", "kimi-k3"]),
+    st.booleans(),
+    st.booleans(),
+    st.none() | st.fixed_dictionaries({"completion_tokens_details": st.fixed_dictionaries({"reasoning_tokens": st.integers(0, 9)})}),
+)
+def test_a_turn_with_reasoning_and_no_note_on_it_has_no_reasoning_flag(
+    turn: AssistantTurn, profile: str, thinking: bool, stated: bool, usage: dict[str, Any] | None
+) -> None:
+    # the rebuild does not ask reasoning_flags about such a turn (reconstruct._finished)
+    if turn.reasoning and not {"unread_reasoning_keys", "reasoning_sources_disagree"} & set(turn.metadata):
+        assert reconstruct_module.reasoning_flags(turn, get_profile(profile), thinking, stated, usage) == []
