@@ -530,7 +530,7 @@ def _finished(pending: _PendingTurn, ids: list[int] | None, *, use_logprobs: boo
             flags += [flag for _, flag in lost]
         else:
             if lost:
-                ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, usage)
+                ids, text, kept = _weigh_with_usage(lost, ids, text, turn, prof, srv, given)
                 flags.extend(kept)
             if not turn.truncated and reported_counts(given)[1] == len(ids) + 1:
                 more = one_id_more_flag(srv, prof.format)
@@ -622,16 +622,16 @@ def _weigh_with_usage(
     turn: AssistantTurn,
     prof: ChatProfile,
     srv: ServerProfile,
-    usage: Mapping[str, Any] | None,
+    given: object,
 ) -> tuple[list[int], str, tuple[Flag, ...]]:
-    """The ids, text and loss flags after ``usage.completion_tokens`` is weighed, when the server's counting
-    convention is pinned: a count that agrees rules out the losses that change it; one that fits only the
-    turn without the ``</think>`` a K2.5 parser makes up decides that rendering (flag ``think_end_omitted``)."""
+    """The ids, text and loss flags after ``usage.completion_tokens`` is weighed (``given``: the usage the caller
+    read, the argument's or else the response's), when the server's counting convention is pinned: a count that
+    agrees rules out the losses that change it; one that fits only the turn without the ``</think>`` a K2.5 parser
+    makes up decides that rendering (flag ``think_end_omitted``)."""
     every = tuple(flag for _, flag in lost)
     if turn.truncated:
         return ids, text, every
-    source = usage if usage is not None else turn.metadata.get("usage")
-    reported = reported_counts(source)[1]
+    reported = reported_counts(given)[1]
     if reported is None:
         return ids, text, every
     if not srv.completion_conventions:
